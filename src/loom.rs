@@ -1,0 +1,58 @@
+//! The one place synchronisation primitives come from.
+//!
+//! Normal builds use `std` atomics/`Arc` and `parking_lot` locks; builds with
+//! `--cfg loom` swap in the `loom` model checker's versions so that the
+//! concurrency-critical state machines (task admission, blocking admission,
+//! budget reserve/rollback) are explored against the real code.
+//!
+//! Every `Arc`, `Mutex` and atomic in the crate is imported from here.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Arc, Weak};
+
+    /// A mutex whose `lock` returns the guard directly (parking_lot semantics:
+    /// no poisoning, so a panicking task never wedges a group).
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(parking_lot::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+            self.0.lock()
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    // `Arc`/`Weak` stay std under loom: the models check the gate's locks and
+    // atomics, and the group tree needs `Weak`, which loom's `Arc` lacks.
+    pub(crate) use std::sync::{Arc, Weak};
+
+    /// Loom's mutex with the same poison-free `lock` signature as the normal build.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+    }
+}
+
+#[allow(unused_imports)]
+pub(crate) use imp::*;
+
+/// Process-wide counters live in `static`s, which loom's atomics cannot
+/// initialise; they are plain `fetch_add` id sources that no model explores.
+pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;

@@ -1,0 +1,3 @@
+//! Task groups (in progress).
+mod identity;
+pub use identity::*;

@@ -45,7 +45,9 @@ mod imp {
         }
 
         pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
-            self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+            self.0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
     }
 }

@@ -1,0 +1,463 @@
+//! Shutdown evidence: what a task-group shutdown observed.
+//!
+//! A [`ShutdownReport`] is a tree mirroring the task-group tree. Each node
+//! counts how its group's tasks settled, lists a bounded sample of the tasks
+//! that were still registered, and carries the blocking work merged into it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::shutdown_deadline::serialize_duration_ms;
+use crate::{
+    BlockingExecutorSnapshot, BlockingTaskSnapshot, TaskGroupId, TaskId, TaskKind, TaskName,
+    TaskState,
+};
+
+/// Annotation added once by [`ShutdownReport::merge_blocking`] when merged
+/// blocking work may still be running.
+const BLOCKING_STILL_RUNNING_ANNOTATION: &str =
+    "spawn_blocking tasks may continue after timeout; see blocking_still_running";
+
+/// One tracked task as seen when a shutdown report was assembled.
+///
+/// Serialized with `elapsed` as the integer field `elapsed_ms`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskSnapshot {
+    /// The task's identity (serialized as its per-group sequence number).
+    pub id: TaskId,
+    /// The task's name.
+    pub name: TaskName,
+    /// The group that owns the task.
+    pub group_id: TaskGroupId,
+    /// The name of the owning group.
+    pub group_name: Arc<str>,
+    /// What the task is for.
+    pub kind: TaskKind,
+    /// The task's state when the snapshot was taken.
+    pub state: TaskState,
+    /// Time since the task was registered.
+    #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
+    pub elapsed: Duration,
+}
+
+/// A free-text note attached to a shutdown report, explaining evidence that
+/// the counters alone do not (for example aborts whose destruction is not yet
+/// confirmed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShutdownAnnotation {
+    /// The note.
+    pub message: String,
+}
+
+impl ShutdownAnnotation {
+    /// An annotation with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// The evidence one task-group shutdown produced, with one child report per
+/// child group.
+///
+/// # Counters
+///
+/// | Field | Counts |
+/// | --- | --- |
+/// | `completed` | Tasks whose future returned. |
+/// | `cancelled` | Tasks dropped because their owner was cancelled. |
+/// | `aborted` | Tasks destroyed by an abort, whoever requested it. |
+/// | `failed` | Failures reported by the group's shutdown steps. |
+/// | `panicked` | Tasks that panicked while polled or dropped. |
+/// | `timed_out` | Tasks this shutdown aborted when its deadline expired, plus the tasks still registered (`leaked`). An abort requested earlier through `abort_task` is counted in `aborted` only, never here. |
+/// | `leaked` | Tasks still registered when the report was assembled. |
+/// | `blocking_still_running` | Blocking closures that may still execute (merged with [`merge_blocking`](Self::merge_blocking)). |
+///
+/// # Health
+///
+/// [`is_healthy`](Self::is_healthy) is `true` only when `leaked`, `failed`,
+/// `panicked`, `timed_out` and `blocking_still_running` are zero in this report
+/// **and in every descendant**. `aborted` and `cancelled` never make a report
+/// unhealthy: cancelling and aborting is how a shutdown is supposed to end
+/// work.
+///
+/// # Remaining tasks
+///
+/// `remaining_tasks` lists at most [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT)
+/// (64) snapshots of the tasks still registered; `remaining_tasks_omitted`
+/// counts the rest, so the report stays small however many tasks leaked.
+/// `leaked` still counts every one of them.
+///
+/// # What a report proves
+///
+/// A report is point-in-time evidence. A report from an immediate shutdown
+/// (`shutdown_now`, an owner's drop) is **not** proof of cleanup: it requests
+/// aborts and returns without waiting, so futures not yet destroyed appear as
+/// `leaked`, and their destructors may still be running. Blocking snapshots
+/// likewise do not stop closures that outlive a deadline.
+///
+/// # Serialization and depth
+///
+/// `elapsed` is serialized as the integer field `elapsed_ms`. [`Clone`],
+/// [`is_healthy`](Self::is_healthy) and the health helpers walk the tree
+/// iteratively, so very deep trees are safe on small stacks. Known limit:
+/// [`Debug`], [`Serialize`] (and therefore [`to_json`](Self::to_json)) and the
+/// implicit drop glue remain recursive in the depth of the tree.
+#[derive(Debug, Serialize)]
+pub struct ShutdownReport {
+    /// The group's name.
+    pub name: String,
+    /// How long the shutdown took.
+    #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
+    pub elapsed: Duration,
+    /// Tasks whose future returned.
+    pub completed: u64,
+    /// Tasks dropped because their owner was cancelled.
+    pub cancelled: u64,
+    /// Tasks destroyed by an abort (explicit or at the deadline).
+    pub aborted: u64,
+    /// Failures reported by shutdown steps.
+    pub failed: u64,
+    /// Tasks that panicked while polled or dropped.
+    pub panicked: u64,
+    /// Tasks this shutdown aborted at its deadline, plus `leaked`.
+    pub timed_out: u64,
+    /// Tasks still registered when the report was assembled.
+    pub leaked: u64,
+    /// Blocking closures that may still execute.
+    pub blocking_still_running: u64,
+    /// One report per child group.
+    pub children: Vec<ShutdownReport>,
+    /// Up to [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT) snapshots
+    /// of tasks still registered.
+    pub remaining_tasks: Vec<TaskSnapshot>,
+    /// Tasks still registered beyond those listed in `remaining_tasks`.
+    pub remaining_tasks_omitted: u64,
+    /// Blocking submissions that were running or timed out but still running.
+    pub blocking_tasks: Vec<BlockingTaskSnapshot>,
+    /// Notes explaining the evidence.
+    pub annotations: Vec<ShutdownAnnotation>,
+}
+
+impl ShutdownReport {
+    /// Most task snapshots kept in `remaining_tasks`.
+    pub const REMAINING_TASKS_LIMIT: usize = 64;
+
+    /// An empty report: every counter zero, no children, no snapshots.
+    pub fn new(name: impl Into<String>, elapsed: Duration) -> Self {
+        Self {
+            name: name.into(),
+            elapsed,
+            completed: 0,
+            cancelled: 0,
+            aborted: 0,
+            failed: 0,
+            panicked: 0,
+            timed_out: 0,
+            leaked: 0,
+            blocking_still_running: 0,
+            children: Vec::new(),
+            remaining_tasks: Vec::new(),
+            remaining_tasks_omitted: 0,
+            blocking_tasks: Vec::new(),
+            annotations: Vec::new(),
+        }
+    }
+
+    /// Whether the whole tree is healthy: `leaked`, `failed`, `panicked`,
+    /// `timed_out` and `blocking_still_running` are zero in this report and in
+    /// every descendant. `aborted` and `cancelled` do not matter.
+    ///
+    /// Walks the tree iteratively.
+    pub fn is_healthy(&self) -> bool {
+        self.visit_iter().all(Self::node_is_healthy)
+    }
+
+    /// `Ok(())` when [`is_healthy`](Self::is_healthy), otherwise `Err` with
+    /// the report's JSON, for use in tests and shutdown checks
+    /// (`report.assert_no_task_leak().unwrap()` prints the evidence).
+    pub fn assert_no_task_leak(&self) -> Result<(), String> {
+        if self.is_healthy() {
+            Ok(())
+        } else {
+            Err(self.to_json())
+        }
+    }
+
+    /// Logs the report's JSON at `warn` level when it is not
+    /// [healthy](Self::is_healthy); does nothing otherwise.
+    pub fn log_if_unhealthy(&self) {
+        if !self.is_healthy() {
+            tracing::warn!(
+                group = %self.name,
+                report = %self.to_json(),
+                "shutdown report is unhealthy"
+            );
+        }
+    }
+
+    /// The report as pretty-printed JSON.
+    ///
+    /// Never fails: if serialization fails, the result is a JSON object
+    /// `{"serialization_error": "<reason>"}`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|error| {
+            serde_json::json!({ "serialization_error": error.to_string() }).to_string()
+        })
+    }
+
+    /// Merges a blocking executor's snapshot into this report.
+    ///
+    /// Adds the snapshot's `blocking_still_running` to this report's count,
+    /// appends the task snapshots that are `Running` or
+    /// `TimedOutStillRunning`, and, when the merged count is non-zero, adds
+    /// (once per report) the annotation
+    /// `"spawn_blocking tasks may continue after timeout; see blocking_still_running"`.
+    /// A non-zero merge therefore makes the report unhealthy.
+    pub fn merge_blocking(&mut self, snapshot: BlockingExecutorSnapshot) {
+        let still_running = u64::try_from(snapshot.blocking_still_running).unwrap_or(u64::MAX);
+        self.blocking_still_running = self.blocking_still_running.saturating_add(still_running);
+        self.blocking_tasks.extend(
+            snapshot
+                .tasks
+                .into_iter()
+                .filter(|task| task.state.is_still_running()),
+        );
+        if self.blocking_still_running > 0
+            && !self
+                .annotations
+                .iter()
+                .any(|note| note.message == BLOCKING_STILL_RUNNING_ANNOTATION)
+        {
+            self.annotate(BLOCKING_STILL_RUNNING_ANNOTATION);
+        }
+    }
+
+    /// Records a task that is still registered: kept in `remaining_tasks`
+    /// while fewer than [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT)
+    /// are listed, otherwise counted in `remaining_tasks_omitted`. Does not
+    /// touch `leaked`; the caller counts that.
+    pub(crate) fn push_remaining(&mut self, snapshot: TaskSnapshot) {
+        if self.remaining_tasks.len() < Self::REMAINING_TASKS_LIMIT {
+            self.remaining_tasks.push(snapshot);
+        } else {
+            self.remaining_tasks_omitted = self.remaining_tasks_omitted.saturating_add(1);
+        }
+    }
+
+    /// Appends an annotation.
+    pub(crate) fn annotate(&mut self, message: impl Into<String>) {
+        self.annotations.push(ShutdownAnnotation::new(message));
+    }
+
+    /// Tasks of this node (not its children) that settled:
+    /// `completed + cancelled + aborted + panicked`.
+    // Used by task-group report assembly (in progress).
+    #[allow(dead_code)]
+    pub(crate) fn total_settled(&self) -> u64 {
+        self.completed
+            .saturating_add(self.cancelled)
+            .saturating_add(self.aborted)
+            .saturating_add(self.panicked)
+    }
+
+    /// Every report of the tree, this one first, in pre-order; iterative.
+    pub(crate) fn visit_iter(&self) -> impl Iterator<Item = &ShutdownReport> + '_ {
+        PreOrder { stack: vec![self] }
+    }
+
+    /// Health of this node alone.
+    fn node_is_healthy(&self) -> bool {
+        self.leaked == 0
+            && self.failed == 0
+            && self.panicked == 0
+            && self.timed_out == 0
+            && self.blocking_still_running == 0
+    }
+
+    /// A copy of this node without its children (with room for them).
+    fn clone_node(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            elapsed: self.elapsed,
+            completed: self.completed,
+            cancelled: self.cancelled,
+            aborted: self.aborted,
+            failed: self.failed,
+            panicked: self.panicked,
+            timed_out: self.timed_out,
+            leaked: self.leaked,
+            blocking_still_running: self.blocking_still_running,
+            children: Vec::with_capacity(self.children.len()),
+            remaining_tasks: self.remaining_tasks.clone(),
+            remaining_tasks_omitted: self.remaining_tasks_omitted,
+            blocking_tasks: self.blocking_tasks.clone(),
+            annotations: self.annotations.clone(),
+        }
+    }
+}
+
+/// Iterative: a deep chain of children clones on a small stack.
+impl Clone for ShutdownReport {
+    fn clone(&self) -> Self {
+        /// A node being copied: its source, the next child to copy, and the
+        /// copy built so far.
+        struct Frame<'a> {
+            source: &'a ShutdownReport,
+            next_child: usize,
+            copy: ShutdownReport,
+        }
+
+        let mut stack = vec![Frame {
+            source: self,
+            next_child: 0,
+            copy: self.clone_node(),
+        }];
+        loop {
+            let top = stack
+                .last_mut()
+                .expect("the clone stack holds the root until the end");
+            if let Some(child) = top.source.children.get(top.next_child) {
+                top.next_child += 1;
+                stack.push(Frame {
+                    source: child,
+                    next_child: 0,
+                    copy: child.clone_node(),
+                });
+                continue;
+            }
+            let done = stack.pop().expect("the clone stack is not empty").copy;
+            match stack.last_mut() {
+                Some(parent) => parent.copy.children.push(done),
+                None => return done,
+            }
+        }
+    }
+}
+
+/// Pre-order walk over a report tree with an explicit stack.
+struct PreOrder<'a> {
+    stack: Vec<&'a ShutdownReport>,
+}
+
+impl<'a> Iterator for PreOrder<'a> {
+    type Item = &'a ShutdownReport;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let node = self.stack.pop()?;
+        self.stack.extend(node.children.iter().rev());
+        Some(node)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskState};
+
+    fn task(seq: u64) -> TaskSnapshot {
+        let group = TaskGroupId::next();
+        TaskSnapshot {
+            id: TaskId::new(group, seq, 0),
+            name: TaskName::from("leaky"),
+            group_id: group,
+            group_name: Arc::from("component"),
+            kind: TaskKind::Worker,
+            state: TaskState::Leaked,
+            elapsed: Duration::from_millis(1_500),
+        }
+    }
+
+    #[test]
+    fn push_remaining_keeps_64_and_counts_the_rest() {
+        let mut report = ShutdownReport::new("root", Duration::ZERO);
+        for seq in 1..=10_000 {
+            report.push_remaining(task(seq));
+        }
+        report.leaked = 10_000;
+        report.timed_out = 10_000;
+        assert_eq!(
+            report.remaining_tasks.len(),
+            ShutdownReport::REMAINING_TASKS_LIMIT
+        );
+        assert_eq!(report.remaining_tasks_omitted, 9_936);
+        let json = report.to_json();
+        assert!(
+            json.len() < 64 * 1024,
+            "report JSON is {} bytes",
+            json.len()
+        );
+        assert!(json.contains("\"remaining_tasks_omitted\": 9936"));
+        assert!(json.contains("\"elapsed_ms\": 1500"));
+        assert!(json.contains("\"state\": \"leaked\""));
+    }
+
+    #[test]
+    fn merge_blocking_keeps_only_still_running_tasks() {
+        let blocking = |id, state| BlockingTaskSnapshot {
+            id: BlockingTaskId::new(id),
+            name: Arc::from("fsync"),
+            kind: BlockingKind::ShortIo,
+            state,
+            elapsed: Duration::from_secs(2),
+        };
+        let snapshot = BlockingExecutorSnapshot {
+            name: Arc::from("rocketmq-blocking.storage-io"),
+            lane: BlockingLane::StorageIo,
+            max_concurrency: 4,
+            max_queue_depth: 16,
+            global_capacity: 8,
+            global_running: 2,
+            global_available: 6,
+            lane_reserved: 1,
+            lane_running: 2,
+            lane_borrowed: 1,
+            queued: 1,
+            running: 1,
+            timed_out_still_running: 1,
+            blocking_still_running: 2,
+            rejected: 0,
+            oldest_queue_wait: Duration::ZERO,
+            tasks: vec![
+                blocking(1, BlockingTaskState::Queued),
+                blocking(2, BlockingTaskState::Running),
+                blocking(3, BlockingTaskState::Completed),
+                blocking(4, BlockingTaskState::JoinFailed),
+                blocking(5, BlockingTaskState::TimedOutStillRunning),
+            ],
+        };
+        let mut report = ShutdownReport::new("root", Duration::ZERO);
+        report.merge_blocking(snapshot.clone());
+        report.merge_blocking(snapshot);
+        let ids: Vec<u64> = report
+            .blocking_tasks
+            .iter()
+            .map(|t| t.id.as_u64())
+            .collect();
+        assert_eq!(ids, [2, 5, 2, 5]);
+        assert_eq!(report.blocking_still_running, 4);
+        assert_eq!(report.annotations.len(), 1);
+        assert!(!report.is_healthy());
+    }
+
+    #[test]
+    fn total_settled_counts_this_node_only() {
+        let mut child = ShutdownReport::new("child", Duration::ZERO);
+        child.completed = 100;
+        let mut report = ShutdownReport::new("root", Duration::ZERO);
+        (
+            report.completed,
+            report.cancelled,
+            report.aborted,
+            report.panicked,
+        ) = (1, 2, 3, 4);
+        (report.failed, report.timed_out, report.leaked) = (10, 20, 30);
+        report.children.push(child);
+        assert_eq!(report.total_settled(), 10);
+        let names: Vec<&str> = report.visit_iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["root", "child"]);
+    }
+}

@@ -1,3 +1,406 @@
-//! Task groups (in progress).
+//! Task groups: the task-ownership tree.
+//!
+//! A [`TaskGroup`] tracks the tasks it accepted until their futures are
+//! destroyed, owns its child groups through weak links, and shuts its whole
+//! subtree down within one absolute deadline, leaving a cached
+//! [`ShutdownReport`](crate::ShutdownReport).
+//!
+//! State owners (one each):
+//!
+//! | State | File | Invariant |
+//! | --- | --- | --- |
+//! | admission phase, task table, child links | `task_group/state.rs` | registration and phase transitions share one lock: a task is registered before the seal or rejected |
+//! | task records | `task_group/registry.rs` | O(1) slab; a sequence number is never reused |
+//! | spawn paths | `task_group/submission.rs` | the Tokio handoff happens after the gate; an abort requested before the handle is installed is honoured |
+//! | settlement | `task_group/completion.rs` | destroy the future → account → publish |
+//! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
+
+mod completion;
 mod identity;
+mod registry;
+mod shutdown;
+pub(crate) mod state;
+mod submission;
+
+#[cfg(all(test, loom))]
+mod tests;
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::sync::OnceLock;
+
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
 pub use identity::*;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::shutdown_report::ShutdownReport;
+use shutdown::LocalSettlement;
+use state::{Gate, Refusal, COMPLETED, OPEN};
+
+/// State shared by every group of one ownership tree (one owner or harness).
+#[derive(Debug)]
+pub(crate) struct TreeShared {
+    handle: Handle,
+    poisoned_groups: AtomicU64,
+    closed_component_requests: AtomicU64,
+    closed_component_logged: AtomicBool,
+}
+
+impl TreeShared {
+    pub(crate) fn new(handle: Handle) -> Arc<Self> {
+        Arc::new(Self {
+            handle,
+            poisoned_groups: AtomicU64::new(0),
+            closed_component_requests: AtomicU64::new(0),
+            closed_component_logged: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+/// The shared state behind every clone of one [`TaskGroup`].
+pub(crate) struct GroupInner {
+    id: TaskGroupId,
+    name: Arc<str>,
+    parent: Option<Arc<GroupInner>>,
+    tree: Arc<TreeShared>,
+    token: CancellationToken,
+    gate: Gate<AbortHandle, GroupInner>,
+    deadline: Mutex<Option<Instant>>,
+    deadline_changed: Notify,
+    idle: Notify,
+    idle_watchers: AtomicUsize,
+    settled: Notify,
+    settle_watchers: AtomicUsize,
+    local: OnceLock<Arc<LocalSettlement>>,
+    report: OnceLock<ShutdownReport>,
+}
+
+impl fmt::Debug for GroupInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupInner")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupInner {
+    fn new(
+        name: Arc<str>,
+        parent: Option<Arc<GroupInner>>,
+        tree: Arc<TreeShared>,
+        token: CancellationToken,
+        phase: u8,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Self {
+            id: TaskGroupId::next(),
+            name,
+            parent,
+            tree,
+            token,
+            gate: Gate::new(phase),
+            deadline: Mutex::new(deadline),
+            deadline_changed: Notify::new(),
+            idle: Notify::new(),
+            idle_watchers: AtomicUsize::new(0),
+            settled: Notify::new(),
+            settle_watchers: AtomicUsize::new(0),
+            local: OnceLock::new(),
+            report: OnceLock::new(),
+        }
+    }
+
+    /// Settlement step 2 and 3: account under the gate, then publish.
+    pub(crate) fn settle(&self, slot: u32, seq: u64, result: TaskResult) {
+        let effect = self.gate.settle(slot, seq, result);
+        if !effect.found {
+            return;
+        }
+        if effect.poisoned_now {
+            self.tree.poisoned_groups.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                group = %self.path(),
+                group_id = self.id.as_u64(),
+                "task group poisoned: a tracked task panicked while the group was open; new registrations are rejected"
+            );
+        }
+        if effect.idle && self.idle_watchers.load(Ordering::SeqCst) > 0 {
+            self.idle.notify_waiters();
+        }
+        if self.settle_watchers.load(Ordering::SeqCst) > 0 {
+            self.settled.notify_waiters();
+        }
+    }
+
+    /// Root-to-leaf path of group names, built without recursion.
+    fn path(&self) -> String {
+        let mut names = vec![&*self.name];
+        let mut next = self.parent.as_deref();
+        while let Some(group) = next {
+            names.push(&group.name);
+            next = group.parent.as_deref();
+        }
+        names.reverse();
+        names.join("/")
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock()
+    }
+}
+
+thread_local! {
+    static DROPPING_GROUPS: Cell<bool> = const { Cell::new(false) };
+    static PENDING_PARENTS: RefCell<Vec<Arc<GroupInner>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Drop for GroupInner {
+    fn drop(&mut self) {
+        let Some(parent) = self.parent.take() else {
+            return;
+        };
+        parent.gate.unregister_child(self.id);
+        // Release ancestors iteratively: a 4,096-deep idle chain must not
+        // recurse through `Drop`.
+        if DROPPING_GROUPS.with(Cell::get) {
+            PENDING_PARENTS.with(|pending| pending.borrow_mut().push(parent));
+            return;
+        }
+        DROPPING_GROUPS.with(|flag| flag.set(true));
+        drop(parent);
+        while let Some(next) = PENDING_PARENTS.with(|pending| pending.borrow_mut().pop()) {
+            drop(next);
+        }
+        DROPPING_GROUPS.with(|flag| flag.set(false));
+    }
+}
+
+/// A tracked set of tasks and child groups with one cancellation token.
+///
+/// Cloning shares the same group (same tasks, same token). Child groups
+/// created with [`try_child`](Self::try_child) get a child token: cancelling a
+/// parent reaches its children, cancelling a child never reaches its parent
+/// or siblings. A group has no public constructor: roots come from a
+/// [`RuntimeOwner`](crate::RuntimeOwner) or a
+/// [`RuntimeContext`](crate::RuntimeContext).
+///
+/// Dropping handles is not a shutdown: active tasks keep their group alive.
+/// Use [`shutdown`](Self::shutdown) / [`shutdown_until`](Self::shutdown_until)
+/// for completion evidence.
+#[derive(Clone)]
+pub struct TaskGroup {
+    inner: Arc<GroupInner>,
+}
+
+impl fmt::Debug for TaskGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskGroup")
+            .field("id", &self.inner.id)
+            .field("name", &self.inner.name)
+            .field("state", &self.lifecycle_state())
+            .field("tasks", &self.task_count())
+            .finish()
+    }
+}
+
+impl TaskGroup {
+    /// Creates the root group of a new ownership tree on `handle`.
+    pub(crate) fn new_root(name: impl Into<Arc<str>>, handle: Handle) -> Self {
+        let tree = TreeShared::new(handle);
+        Self {
+            inner: Arc::new(GroupInner::new(
+                name.into(),
+                None,
+                tree,
+                CancellationToken::new(),
+                OPEN,
+                None,
+            )),
+        }
+    }
+
+    /// This group's process-unique id.
+    pub fn id(&self) -> TaskGroupId {
+        self.inner.id
+    }
+
+    /// The parent group's id, if this is not a root.
+    pub fn parent_id(&self) -> Option<TaskGroupId> {
+        self.inner.parent.as_ref().map(|parent| parent.id)
+    }
+
+    /// The group's name (a label; names need not be unique).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The group's cancellation token, shared by every clone.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.token.clone()
+    }
+
+    /// Broadcasts cancellation to this group and its descendants.
+    ///
+    /// This neither closes admission nor waits; use
+    /// [`shutdown`](Self::shutdown) for that.
+    pub fn cancel(&self) {
+        self.inner.token.cancel();
+    }
+
+    /// The earliest shutdown deadline installed on this group or an ancestor.
+    pub fn shutdown_deadline(&self) -> Option<crate::ShutdownDeadline> {
+        self.inner
+            .deadline()
+            .map(crate::ShutdownDeadline::from_tokio)
+    }
+
+    /// The current lifecycle state (see [`TaskGroupLifecycleState`]).
+    pub fn lifecycle_state(&self) -> TaskGroupLifecycleState {
+        let gate = &self.inner.gate;
+        match gate.phase() {
+            COMPLETED => TaskGroupLifecycleState::ShutdownCompleted,
+            _ if gate.is_poisoned() => TaskGroupLifecycleState::Poisoned,
+            OPEN => TaskGroupLifecycleState::Open,
+            state::CLOSING if !self.inner.token.is_cancelled() => TaskGroupLifecycleState::Closing,
+            _ => TaskGroupLifecycleState::Closed,
+        }
+    }
+
+    /// Active tasks of this group (children not included).
+    pub fn task_count(&self) -> usize {
+        self.inner.gate.len()
+    }
+
+    /// Live direct child groups.
+    pub fn component_count(&self) -> usize {
+        self.inner.gate.with_inner(|inner| {
+            inner
+                .children
+                .values()
+                .filter(|child| child.strong_count() > 0)
+                .count()
+        })
+    }
+
+    /// True iff `id` was issued by this group (even if the task finished).
+    pub fn owns_task(&self, id: TaskId) -> bool {
+        id.group_id() == self.inner.id
+    }
+
+    /// True iff `id` is still registered in this group. Foreign ids: false.
+    pub fn contains_task(&self, id: TaskId) -> bool {
+        self.owns_task(id) && self.inner.gate.contains(id.slot(), id.as_u64())
+    }
+
+    /// Failures the whole tree absorbed without an error: poisoned groups and
+    /// component requests answered with a closed group.
+    pub fn event_counts(&self) -> TaskGroupEventCounts {
+        let tree = &self.inner.tree;
+        TaskGroupEventCounts {
+            poisoned_groups: tree.poisoned_groups.load(Ordering::Relaxed),
+            closed_component_requests: tree.closed_component_requests.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Creates an independent child group.
+    ///
+    /// The child gets a child cancellation token and inherits this group's
+    /// shutdown deadline.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Closed` once this group's shutdown has begun, kind `Poisoned`
+    /// after a task panicked while it was open (operation
+    /// `CreateTaskGroupChild`).
+    pub fn try_child(&self, name: impl Into<Arc<str>>) -> RuntimeResult<TaskGroup> {
+        let child = Arc::new(GroupInner::new(
+            name.into(),
+            Some(Arc::clone(&self.inner)),
+            Arc::clone(&self.inner.tree),
+            self.inner.token.child_token(),
+            OPEN,
+            self.inner.deadline(),
+        ));
+        let registered = self
+            .inner
+            .gate
+            .register_child(child.id, Arc::downgrade(&child));
+        match registered {
+            Ok(()) => Ok(TaskGroup { inner: child }),
+            Err(refusal) => {
+                // Dropped after the gate is released; its unregister is a no-op.
+                drop(child);
+                Err(refusal_error(
+                    refusal,
+                    RuntimeOperation::CreateTaskGroupChild,
+                ))
+            }
+        }
+    }
+
+    /// A child group, or a closed group if this one no longer admits
+    /// children. Every closed answer is counted in
+    /// [`event_counts`](Self::event_counts); the first per tree is logged.
+    pub(crate) fn component(&self, name: impl Into<Arc<str>>) -> TaskGroup {
+        let name = name.into();
+        match self.try_child(Arc::clone(&name)) {
+            Ok(child) => child,
+            Err(error) => self.closed_component(name, &error),
+        }
+    }
+
+    fn closed_component(&self, name: Arc<str>, error: &RuntimeError) -> TaskGroup {
+        let tree = &self.inner.tree;
+        tree.closed_component_requests
+            .fetch_add(1, Ordering::Relaxed);
+        if self.inner.gate.phase() != OPEN {
+            self.inner.gate.count_closed_component_request();
+        }
+        if !tree.closed_component_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                parent = %self.inner.path(),
+                component = %name,
+                kind = ?error.kind(),
+                "component requested after its parent stopped admitting children; returning a closed group (further answers are only counted)"
+            );
+        }
+        let token = self.inner.token.child_token();
+        token.cancel();
+        let closed = Arc::new(GroupInner::new(
+            name,
+            None,
+            Arc::clone(tree),
+            token,
+            COMPLETED,
+            self.inner.deadline(),
+        ));
+        let group = TaskGroup { inner: closed };
+        group.inner.local.get_or_init(|| {
+            Arc::new(LocalSettlement::empty(ShutdownReport::new(
+                group.name().to_owned(),
+                std::time::Duration::ZERO,
+            )))
+        });
+        group
+    }
+}
+
+/// Maps a gate refusal to the operational error of `operation`.
+pub(crate) fn refusal_error(refusal: Refusal, operation: RuntimeOperation) -> RuntimeError {
+    match refusal {
+        Refusal::Closed => RuntimeError::closed(operation),
+        Refusal::Poisoned => RuntimeError::poisoned(operation),
+        Refusal::Full => RuntimeError::capacity(operation),
+    }
+}

@@ -1,0 +1,86 @@
+//! [`RuntimeContext`]: a migration and test harness over a host runtime.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::service_context::{ChildServiceContext, ContextShared, ScopeId};
+use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::ShutdownReport;
+use crate::task_group::TaskGroup;
+
+/// Tracked task ownership on an existing Tokio runtime, for migration and
+/// tests.
+///
+/// It shuts down the work registered through it but never owns, closes or
+/// shuts down the host runtime. Production entrypoints use
+/// [`RuntimeOwner`](crate::RuntimeOwner).
+#[derive(Debug, Clone)]
+pub struct RuntimeContext {
+    root: TaskGroup,
+    shared: Arc<ContextShared>,
+}
+
+impl RuntimeContext {
+    /// Builds a harness on the current Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// Kind `ContextUnavailable` (operation `RuntimeContext`) outside Tokio.
+    pub fn try_from_current(name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
+        let handle = Handle::try_current()
+            .map_err(|_| RuntimeError::context_unavailable(RuntimeOperation::RuntimeContext))?;
+        Ok(Self {
+            root: TaskGroup::new_root(name, handle),
+            shared: ContextShared::new(),
+        })
+    }
+
+    /// Like [`try_from_current`](Self::try_from_current).
+    ///
+    /// # Panics
+    ///
+    /// Panics outside a Tokio runtime.
+    pub fn from_current(name: impl Into<Arc<str>>) -> Self {
+        match Self::try_from_current(name) {
+            Ok(context) => context,
+            Err(error) => panic!("RuntimeContext::from_current: {error}"),
+        }
+    }
+
+    /// The harness's root group.
+    pub fn root_group(&self) -> &TaskGroup {
+        &self.root
+    }
+
+    /// A component context under the harness root.
+    pub fn service_context(&self, scope: impl Into<ScopeId>) -> ChildServiceContext {
+        ChildServiceContext::from_parent(&self.root, &self.shared, scope.into())
+    }
+
+    /// Shuts down the registered work within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`TaskGroup::shutdown_until`].
+    pub async fn shutdown_tasks(&self, timeout: Duration) -> ShutdownReport {
+        self.root.shutdown(timeout).await
+    }
+
+    /// Shuts down the registered work within `deadline`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`TaskGroup::shutdown_until`].
+    pub async fn shutdown_tasks_until(&self, deadline: ShutdownDeadline) -> ShutdownReport {
+        self.root.shutdown_until(deadline).await
+    }
+
+    /// Immediate shutdown of the registered work (see
+    /// [`TaskGroup::shutdown_now`]).
+    pub fn shutdown_tasks_now(&self) -> ShutdownReport {
+        self.root.shutdown_now()
+    }
+}

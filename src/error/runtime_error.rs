@@ -1,0 +1,240 @@
+//! The operational error type.
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::panic::Location;
+
+use super::kind::{CanonicalCondition, RuntimeErrorKind};
+use super::operation::RuntimeOperation;
+use crate::loom::Arc;
+
+/// The result of a runtime operation that can fail at run time.
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+type SharedSource = Arc<dyn Error + Send + Sync + 'static>;
+
+/// An operational failure: a well-formed request that could not be carried
+/// out now.
+///
+/// Branch on [`kind`](Self::kind). The [`operation`](Self::operation) label,
+/// [`code`](Self::code), [`condition`](Self::condition) and
+/// [`location`](Self::location) are for logs, metrics and alerting.
+///
+/// * `Display` is a fixed catalog message naming the kind and the operation
+///   label; it never includes the text of the underlying cause, so it is safe
+///   to return to a remote caller.
+/// * `Debug` shows the code, condition, kind, operation, component and
+///   whether a source exists, again without the source text.
+/// * [`Error::source`] returns the underlying cause, if any.
+///
+/// The error is cheap to clone: the source is shared.
+#[derive(Clone)]
+pub struct RuntimeError {
+    kind: RuntimeErrorKind,
+    operation: RuntimeOperation,
+    source: Option<SharedSource>,
+    location: &'static Location<'static>,
+}
+
+impl RuntimeError {
+    #[track_caller]
+    fn new(
+        kind: RuntimeErrorKind,
+        operation: RuntimeOperation,
+        source: Option<SharedSource>,
+    ) -> Self {
+        Self {
+            kind,
+            operation,
+            source,
+            location: Location::caller(),
+        }
+    }
+
+    /// Configuration loaded or applied at run time could not be used.
+    #[track_caller]
+    pub fn configuration(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::Configuration, operation, None)
+    }
+
+    /// Configuration could not be used because of `source` (for example a
+    /// parse error).
+    #[track_caller]
+    pub fn configuration_failure(
+        operation: RuntimeOperation,
+        source: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(
+            RuntimeErrorKind::Configuration,
+            operation,
+            Some(Arc::new(source)),
+        )
+    }
+
+    /// Building a runtime resource (typically the Tokio runtime) failed with
+    /// an I/O error. The kind is [`RuntimeErrorKind::Io`].
+    #[track_caller]
+    pub fn build(operation: RuntimeOperation, source: io::Error) -> Self {
+        Self::io(operation, source)
+    }
+
+    /// An operating-system I/O call failed.
+    #[track_caller]
+    pub fn io(operation: RuntimeOperation, source: io::Error) -> Self {
+        Self::new(RuntimeErrorKind::Io, operation, Some(Arc::new(source)))
+    }
+
+    /// The runtime context the operation needs is unavailable.
+    #[track_caller]
+    pub fn context_unavailable(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::ContextUnavailable, operation, None)
+    }
+
+    /// The owning scope no longer admits work.
+    #[track_caller]
+    pub fn closed(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::Closed, operation, None)
+    }
+
+    /// A bounded capacity is exhausted.
+    #[track_caller]
+    pub fn capacity(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::CapacityExhausted, operation, None)
+    }
+
+    /// A deadline or timeout expired.
+    #[track_caller]
+    pub fn timed_out(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::TimedOut, operation, None)
+    }
+
+    /// The operation is not supported in the calling context.
+    #[track_caller]
+    pub fn unsupported(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::Unsupported, operation, None)
+    }
+
+    /// A task panicked or was cancelled; the kind is
+    /// [`RuntimeErrorKind::Internal`] and the join error is the source.
+    #[track_caller]
+    pub fn join(operation: RuntimeOperation, source: tokio::task::JoinError) -> Self {
+        Self::new(
+            RuntimeErrorKind::Internal,
+            operation,
+            Some(Arc::new(source)),
+        )
+    }
+
+    /// An internal failure caused by `source`.
+    #[track_caller]
+    pub fn internal(
+        operation: RuntimeOperation,
+        source: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(
+            RuntimeErrorKind::Internal,
+            operation,
+            Some(Arc::new(source)),
+        )
+    }
+
+    /// An internal failure without an underlying cause.
+    #[track_caller]
+    pub fn internal_failure(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::Internal, operation, None)
+    }
+
+    /// The owning scope was poisoned by a critical failure.
+    #[track_caller]
+    pub(crate) fn poisoned(operation: RuntimeOperation) -> Self {
+        Self::new(RuntimeErrorKind::Poisoned, operation, None)
+    }
+
+    /// Re-labels `cause` with the enclosing `operation`, keeping the cause's
+    /// kind (so callers still branch correctly) and the cause as the source.
+    #[track_caller]
+    #[allow(dead_code)] // used by the task-group and lifecycle modules as they land
+    pub(crate) fn within(operation: RuntimeOperation, cause: RuntimeError) -> Self {
+        Self::new(cause.kind, operation, Some(Arc::new(cause)))
+    }
+
+    /// What went wrong; branch on this.
+    pub const fn kind(&self) -> RuntimeErrorKind {
+        self.kind
+    }
+
+    /// What the runtime was doing.
+    pub const fn operation(&self) -> RuntimeOperation {
+        self.operation
+    }
+
+    /// The stable dotted catalog code, e.g. `runtime.capacity.exhausted`.
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+
+    /// The canonical condition of the error's kind.
+    pub fn condition(&self) -> CanonicalCondition {
+        self.kind.condition()
+    }
+
+    /// `"task"` for task-group and spawn operations, `"runtime"` otherwise.
+    pub fn component(&self) -> &'static str {
+        self.operation.component()
+    }
+
+    /// Where in the source the error was created.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// A short, fixed text telling an operator what to do.
+    pub fn recovery_hint(&self) -> &'static str {
+        self.kind.recovery_hint()
+    }
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} during {} ({})",
+            self.kind.message(),
+            self.operation,
+            self.kind
+        )
+    }
+}
+
+impl fmt::Debug for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeError")
+            .field("code", &self.code())
+            .field("condition", &self.condition())
+            .field("kind", &self.kind)
+            .field("operation", &self.operation.label())
+            .field("component", &self.component())
+            .field("has_source", &self.source.is_some())
+            .finish()
+    }
+}
+
+impl Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn Error + 'static))
+    }
+}
+
+impl From<io::Error> for RuntimeError {
+    /// An I/O failure labelled [`RuntimeOperation::ReadFile`].
+    #[track_caller]
+    fn from(source: io::Error) -> Self {
+        Self::io(RuntimeOperation::ReadFile, source)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,251 @@
+//! [`RuntimeOwner`]: validated construction and the owned runtime lifecycle.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::runtime::{Builder, Handle, Runtime};
+
+use crate::config::RuntimeConfig;
+use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::service_context::{ContextShared, RootServiceContext};
+use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::ShutdownReport;
+use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+
+/// Futures larger than this are boxed before `block_on` polls them.
+const BLOCK_ON_INLINE_LIMIT: usize = 16 * 1024;
+
+/// A validated configuration, ready to [`build`](Self::build).
+///
+/// Planning performs only deterministic validation: no resource discovery,
+/// no threads, no Tokio runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeOwnerPlan {
+    config: RuntimeConfig,
+}
+
+impl RuntimeOwnerPlan {
+    /// The validated configuration.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Builds the Tokio multi-thread runtime and the root context.
+    ///
+    /// The runtime uses `worker_threads` workers and
+    /// [`tokio_blocking_threads`](RuntimeConfig::tokio_blocking_threads)
+    /// blocking threads. The time driver is always enabled because shutdown
+    /// deadlines need it; `enable_io` is honoured.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Io` (operation `BuildTokioRuntime`) when Tokio cannot start.
+    pub fn build(self) -> RuntimeResult<RuntimeOwner> {
+        let config = self.config;
+        let mut builder = Builder::new_multi_thread();
+        builder
+            .worker_threads(config.worker_threads)
+            .max_blocking_threads(config.tokio_blocking_threads())
+            .thread_name(config.thread_name.clone())
+            .thread_keep_alive(config.thread_keep_alive)
+            .enable_time();
+        if let Some(stack) = config.thread_stack_size {
+            builder.thread_stack_size(stack);
+        }
+        if config.enable_io {
+            builder.enable_io();
+        }
+        let runtime = builder
+            .build()
+            .map_err(|error| RuntimeError::build(RuntimeOperation::BuildTokioRuntime, error))?;
+        let group = TaskGroup::new_root(config.thread_name.as_str(), runtime.handle().clone());
+        let root = RootServiceContext::new(group, ContextShared::new());
+        Ok(RuntimeOwner {
+            runtime: Some(runtime),
+            root,
+            config,
+        })
+    }
+}
+
+/// Owns a Tokio runtime, the root context and the shutdown protocol.
+///
+/// | Path | Behaviour |
+/// | --- | --- |
+/// | [`shutdown_tasks`](Self::shutdown_tasks) / [`shutdown_tasks_until`](Self::shutdown_tasks_until) | close and wait for tracked tasks; Tokio keeps running |
+/// | [`shutdown_runtime_blocking`](Self::shutdown_runtime_blocking) / [`_until`](Self::shutdown_runtime_blocking_until) | consume the owner: task shutdown, then Tokio within the remaining budget; call outside Tokio |
+/// | [`shutdown_background`](Self::shutdown_background) | immediate task shutdown evidence; Tokio stops in the background |
+/// | `Drop` | emergency cleanup if no explicit shutdown ran: immediate shutdown, the report logged, Tokio stopped in the background |
+pub struct RuntimeOwner {
+    runtime: Option<Runtime>,
+    root: RootServiceContext,
+    config: RuntimeConfig,
+}
+
+impl fmt::Debug for RuntimeOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeOwner")
+            .field("root", &self.root)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeOwner {
+    /// Validates `config` without starting anything.
+    ///
+    /// # Errors
+    ///
+    /// The first failing policy, in the order of [`RuntimeConfig::validate`].
+    pub fn plan(config: RuntimeConfig) -> Result<RuntimeOwnerPlan, RuntimeContractViolation> {
+        config.validate()?;
+        Ok(RuntimeOwnerPlan { config })
+    }
+
+    /// Builds an owner with the default profile.
+    ///
+    /// # Errors
+    ///
+    /// As [`RuntimeOwnerPlan::build`]; the default profile always validates.
+    pub fn new() -> RuntimeResult<Self> {
+        Self::plan(RuntimeConfig::default())
+            .map_err(|violation| {
+                RuntimeError::configuration_failure(RuntimeOperation::BuildTokioRuntime, violation)
+            })?
+            .build()
+    }
+
+    /// The single sealed root context.
+    pub fn root_context(&self) -> &RootServiceContext {
+        &self.root
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    fn runtime(&self) -> &Runtime {
+        match &self.runtime {
+            Some(runtime) => runtime,
+            None => unreachable!("the runtime is only taken by consuming shutdown paths"),
+        }
+    }
+
+    /// Runs `future` to completion on the owned runtime.
+    ///
+    /// Futures larger than 16 KiB are boxed before they are polled.
+    ///
+    /// # Panics
+    ///
+    /// Like Tokio's `block_on`, panics when called from inside an async
+    /// context.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        if std::mem::size_of::<F>() > BLOCK_ON_INLINE_LIMIT {
+            self.runtime().block_on(Box::pin(future))
+        } else {
+            self.runtime().block_on(future)
+        }
+    }
+
+    /// Shuts down tracked tasks within `RuntimeConfig::shutdown_timeout`,
+    /// keeping Tokio running.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`TaskGroup::shutdown_until`].
+    pub async fn shutdown_tasks(&self) -> ShutdownReport {
+        self.shutdown_tasks_until(ShutdownDeadline::after(self.config.shutdown_timeout))
+            .await
+    }
+
+    /// Shuts down tracked tasks within `deadline`, keeping Tokio running.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`TaskGroup::shutdown_until`]: the deadline is installed at the
+    /// call, and calling again after a dropped future completes the shutdown.
+    pub async fn shutdown_tasks_until(&self, deadline: ShutdownDeadline) -> ShutdownReport {
+        self.root.group().shutdown_until(deadline).await
+    }
+
+    /// [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until)
+    /// with `RuntimeConfig::shutdown_timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until).
+    pub fn shutdown_runtime_blocking(self) -> RuntimeResult<ShutdownReport> {
+        let timeout = self.config.shutdown_timeout;
+        self.shutdown_runtime_blocking_with_timeout(timeout)
+    }
+
+    /// [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until)
+    /// with a relative timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until).
+    pub fn shutdown_runtime_blocking_with_timeout(
+        self,
+        timeout: Duration,
+    ) -> RuntimeResult<ShutdownReport> {
+        self.shutdown_runtime_blocking_until(ShutdownDeadline::after(timeout))
+    }
+
+    /// Consumes the owner: shuts down tracked tasks until `deadline`, then
+    /// gives Tokio only the time left to stop.
+    ///
+    /// An unhealthy report is logged. A separate task shutdown is not needed.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Unsupported` (operation `ShutdownRuntimeBlocking`) when called
+    /// inside a Tokio context; the owner is then dropped, which runs the
+    /// emergency path (immediate shutdown, Tokio stopped in the background).
+    pub fn shutdown_runtime_blocking_until(
+        mut self,
+        deadline: ShutdownDeadline,
+    ) -> RuntimeResult<ShutdownReport> {
+        if Handle::try_current().is_ok() {
+            return Err(RuntimeError::unsupported(
+                RuntimeOperation::ShutdownRuntimeBlocking,
+            ));
+        }
+        let Some(runtime) = self.runtime.take() else {
+            unreachable!("the runtime is only taken by consuming shutdown paths");
+        };
+        let report = runtime.block_on(self.root.group().shutdown_until(deadline));
+        report.log_if_unhealthy();
+        runtime.shutdown_timeout(deadline.remaining());
+        Ok(report)
+    }
+
+    /// Returns immediate task-shutdown evidence and stops Tokio in the
+    /// background without waiting.
+    pub fn shutdown_background(mut self) -> ShutdownReport {
+        let report = self.root.group().shutdown_now();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        report
+    }
+}
+
+impl Drop for RuntimeOwner {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        let group = self.root.group();
+        if group.lifecycle_state() != TaskGroupLifecycleState::ShutdownCompleted {
+            let report = group.shutdown_now();
+            tracing::warn!(
+                report = %report.to_json(),
+                "RuntimeOwner dropped without an explicit shutdown; ran an immediate shutdown"
+            );
+        }
+        runtime.shutdown_background();
+    }
+}

@@ -1,0 +1,274 @@
+//! Service contexts: the sealed root and the component capabilities.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
+use crate::loom::{Ordering, StaticAtomicU64};
+use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_spawner::TaskSpawner;
+
+/// A validated component name.
+///
+/// Dynamic names go through [`try_new`](Self::try_new); string literals
+/// convert with `From<&'static str>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScopeId(Arc<str>);
+
+impl ScopeId {
+    /// Validates a dynamic scope name.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfiguration { ServiceContextScopeNotBlank }` for an empty
+    /// or whitespace-only name.
+    pub fn try_new(name: impl Into<Arc<str>>) -> Result<Self, RuntimeContractViolation> {
+        let name = name.into();
+        if name.trim().is_empty() {
+            return Err(RuntimeContractViolation::InvalidConfiguration {
+                policy: RuntimeContractPolicy::ServiceContextScopeNotBlank,
+            });
+        }
+        Ok(Self(name))
+    }
+
+    /// A scope from a string literal.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the literal is blank: a programming error, not input.
+    pub fn from_static(name: &'static str) -> Self {
+        match Self::try_new(name) {
+            Ok(scope) => scope,
+            Err(_) => panic!("a static scope name must not be blank"),
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ScopeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&'static str> for ScopeId {
+    fn from(name: &'static str) -> Self {
+        Self::from_static(name)
+    }
+}
+
+impl TryFrom<String> for ScopeId {
+    type Error = RuntimeContractViolation;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        Self::try_new(name)
+    }
+}
+
+impl TryFrom<Arc<str>> for ScopeId {
+    type Error = RuntimeContractViolation;
+
+    fn try_from(name: Arc<str>) -> Result<Self, Self::Error> {
+        Self::try_new(name)
+    }
+}
+
+static NEXT_RUNTIME_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
+
+/// What every context of one owner (or harness) shares.
+#[derive(Debug)]
+pub(crate) struct ContextShared {
+    runtime_id: Arc<str>,
+}
+
+impl ContextShared {
+    pub(crate) fn new() -> Arc<Self> {
+        let n = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Self {
+            runtime_id: format!("rocketmq-runtime-{n}").into(),
+        })
+    }
+
+    pub(crate) fn runtime_id(&self) -> &str {
+        &self.runtime_id
+    }
+}
+
+/// Private seal: only this crate can build a root.
+#[derive(Debug)]
+struct Seal;
+
+/// The single root of an owner's context tree.
+///
+/// Not `Clone` and without a public constructor: a
+/// [`RuntimeOwner`](crate::RuntimeOwner) holds the only one. Derive component
+/// capabilities with [`component`](Self::component).
+#[derive(Debug)]
+pub struct RootServiceContext {
+    group: TaskGroup,
+    shared: Arc<ContextShared>,
+    _seal: Seal,
+}
+
+impl RootServiceContext {
+    pub(crate) fn new(group: TaskGroup, shared: Arc<ContextShared>) -> Self {
+        Self {
+            group,
+            shared,
+            _seal: Seal,
+        }
+    }
+
+    pub(crate) fn group(&self) -> &TaskGroup {
+        &self.group
+    }
+
+    /// The root's name (the owner's thread name).
+    pub fn name(&self) -> &str {
+        self.group.name()
+    }
+
+    /// The id shared by every context of this owner.
+    pub fn runtime_id(&self) -> &str {
+        self.shared.runtime_id()
+    }
+
+    /// Creates a component context with its own child task group.
+    ///
+    /// If the root no longer admits children (shutdown began), this returns a
+    /// closed context whose spawns fail with kind `Closed`; the answer is
+    /// counted in [`TaskGroup::event_counts`] and the first one is logged.
+    pub fn component(&self, scope: impl Into<ScopeId>) -> ChildServiceContext {
+        ChildServiceContext::from_parent(&self.group, &self.shared, scope.into())
+    }
+
+    /// Like [`component`](Self::component), but returns an error instead of
+    /// a closed context.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Closed` or `Poisoned` (operation `CreateTaskGroupChild`).
+    pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<ChildServiceContext> {
+        ChildServiceContext::try_from_parent(&self.group, &self.shared, scope.into())
+    }
+}
+
+/// A component's capabilities: its task group and what the owner shares.
+///
+/// Clones share the same group. There is no public constructor and no way
+/// to turn a child into a root.
+#[derive(Debug, Clone)]
+pub struct ChildServiceContext {
+    group: TaskGroup,
+    shared: Arc<ContextShared>,
+}
+
+impl ChildServiceContext {
+    pub(crate) fn from_parent(
+        parent: &TaskGroup,
+        shared: &Arc<ContextShared>,
+        scope: ScopeId,
+    ) -> Self {
+        Self {
+            group: parent.component(scope.0),
+            shared: Arc::clone(shared),
+        }
+    }
+
+    pub(crate) fn try_from_parent(
+        parent: &TaskGroup,
+        shared: &Arc<ContextShared>,
+        scope: ScopeId,
+    ) -> RuntimeResult<Self> {
+        Ok(Self {
+            group: parent.try_child(scope.0)?,
+            shared: Arc::clone(shared),
+        })
+    }
+
+    /// The component's name.
+    pub fn name(&self) -> &str {
+        self.group.name()
+    }
+
+    /// The id shared by every context of this owner.
+    pub fn runtime_id(&self) -> &str {
+        self.shared.runtime_id()
+    }
+
+    /// The component's task group.
+    pub fn task_group(&self) -> &TaskGroup {
+        &self.group
+    }
+
+    /// A narrow spawner on this component's group.
+    pub fn task_spawner(&self) -> TaskSpawner {
+        TaskSpawner::new(self.group.clone())
+    }
+
+    /// Creates a child component (closed if this one no longer admits
+    /// children; see [`RootServiceContext::component`]).
+    pub fn component(&self, scope: impl Into<ScopeId>) -> Self {
+        Self::from_parent(&self.group, &self.shared, scope.into())
+    }
+
+    /// Creates a child component or reports why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Closed` or `Poisoned` (operation `CreateTaskGroupChild`).
+    pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<Self> {
+        Self::try_from_parent(&self.group, &self.shared, scope.into())
+    }
+
+    /// See [`TaskGroup::spawn`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskGroup::spawn`].
+    pub fn spawn<F>(
+        &self,
+        name: impl Into<TaskName>,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn(name, kind, future)
+    }
+
+    /// See [`TaskGroup::spawn_service`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskGroup::spawn`].
+    pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn_service(name, future)
+    }
+
+    /// See [`TaskGroup::spawn_cancellable_service`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskGroup::spawn`].
+    pub fn spawn_cancellable_service<F>(
+        &self,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn_cancellable_service(name, future)
+    }
+}

@@ -1,0 +1,313 @@
+//! Shutdown coordination: deadlines, sealing, draining and cached reports.
+//!
+//! `shutdown_until(deadline)` on a group:
+//!
+//! 1. installs `earliest(existing, deadline)` on the whole subtree at once,
+//!    before the returned future is polled (deadlines only tighten);
+//! 2. returns the cached report if this group already has one;
+//! 3. seals admission across the accepted subtree (iteratively, retaining
+//!    every descendant), re-installs the deadline on children created
+//!    between steps 1 and 3, cancels the group's token, marks every sealed
+//!    group `Closed`;
+//! 4. waits, for every group of the subtree concurrently (one flat level, no
+//!    recursion), until its own tasks have settled or its deadline passes;
+//!    at the deadline the remaining tasks are aborted and counted as timed
+//!    out;
+//! 5. settles each group bottom-up into a [`LocalSettlement`] (cached once
+//!    per group) and builds the report from those, caching it on the group.
+//!
+//! Every step is idempotent, so concurrent or repeated calls (including after
+//! a dropped shutdown future) converge on the same cached report.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::loom::Arc;
+use crate::shutdown_report::{ShutdownAnnotation, ShutdownReport, TaskSnapshot};
+use crate::task_group::identity::{TaskId, TaskState};
+use crate::task_group::state::{CLOSED, COMPLETED};
+use crate::task_group::submission::Watch;
+use crate::task_group::{GroupInner, TaskGroup};
+use crate::ShutdownDeadline;
+
+/// How many times a drain yields to let aborted futures be destroyed after
+/// the deadline: scheduling slack, never a timer.
+const ABORT_CONFIRMATION_YIELDS: usize = 16;
+
+/// One group's settled evidence, without its children's counters.
+#[derive(Debug)]
+pub(crate) struct LocalSettlement {
+    report: ShutdownReport,
+    children: Vec<Arc<LocalSettlement>>,
+}
+
+impl LocalSettlement {
+    pub(crate) fn empty(report: ShutdownReport) -> Self {
+        Self {
+            report,
+            children: Vec::new(),
+        }
+    }
+}
+
+impl GroupInner {
+    /// Installs `earliest(existing, deadline)` on this group.
+    fn tighten(&self, deadline: Instant) {
+        let mut current = self.deadline.lock();
+        if current.is_none_or(|existing| deadline < existing) {
+            *current = Some(deadline);
+            drop(current);
+            self.deadline_changed.notify_waiters();
+        }
+    }
+
+    /// Installs a deadline on this group and every live descendant.
+    fn tighten_subtree(self: &Arc<Self>, deadline: Instant) {
+        let mut stack = vec![Arc::clone(self)];
+        while let Some(group) = stack.pop() {
+            group.tighten(deadline);
+            stack.extend(group.gate.live_children());
+        }
+    }
+
+    /// Waits until this group's own tasks settled or its deadline passed;
+    /// then aborts what remains.
+    async fn drain_local(&self) {
+        if self.local.get().is_some() {
+            return;
+        }
+        let _watch = Watch::new(&self.idle_watchers);
+        loop {
+            let idle = self.idle.notified();
+            let changed = self.deadline_changed.notified();
+            tokio::pin!(idle, changed);
+            idle.as_mut().enable();
+            changed.as_mut().enable();
+            if self.gate.len() == 0 {
+                return;
+            }
+            let Some(deadline) = self.deadline() else {
+                // No deadline installed (cannot happen through the public
+                // paths): wait for idleness or a deadline.
+                tokio::select! {
+                    () = &mut idle => {}
+                    () = &mut changed => {}
+                }
+                continue;
+            };
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::select! {
+                biased;
+                () = &mut idle => {}
+                () = &mut changed => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        self.gate.abort_matching(true, |_| true);
+        for _ in 0..ABORT_CONFIRMATION_YIELDS {
+            if self.gate.len() == 0 {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Caches this group's local settlement (children must be settled) and
+    /// marks it `ShutdownCompleted`.
+    fn settle_local(&self, elapsed: Duration) -> Arc<LocalSettlement> {
+        let settlement = self.local.get_or_init(|| {
+            let children = self
+                .gate
+                .live_children()
+                .iter()
+                .filter_map(|child| child.local.get().cloned())
+                .collect();
+            Arc::new(LocalSettlement {
+                report: self.local_report(elapsed),
+                children,
+            })
+        });
+        self.gate.advance(COMPLETED);
+        Arc::clone(settlement)
+    }
+
+    fn local_report(&self, elapsed: Duration) -> ShutdownReport {
+        let mut report = ShutdownReport::new(self.name.to_string(), elapsed);
+        let now = Instant::now();
+        let (counters, unconfirmed_aborts) = self.gate.with_inner(|inner| {
+            let mut unconfirmed = 0u64;
+            for (slot, record) in inner.table.iter() {
+                report.leaked += 1;
+                if record.abort_requested {
+                    unconfirmed += 1;
+                }
+                if report.remaining_tasks.len() < ShutdownReport::REMAINING_TASKS_LIMIT {
+                    report.push_remaining(TaskSnapshot {
+                        id: TaskId::new(self.id, record.seq, slot),
+                        name: record.name.clone(),
+                        group_id: self.id,
+                        group_name: Arc::clone(&self.name),
+                        kind: record.kind,
+                        state: TaskState::Leaked,
+                        elapsed: now.saturating_duration_since(record.started),
+                    });
+                } else {
+                    report.remaining_tasks_omitted += 1;
+                }
+            }
+            (inner.counters, unconfirmed)
+        });
+        report.completed = counters.completed;
+        report.cancelled = counters.cancelled;
+        report.aborted = counters.aborted;
+        report.panicked = counters.panicked;
+        report.timed_out = counters.deadline_aborted_settled + report.leaked;
+        if counters.deadline_aborted_settled > 0 {
+            report.annotations.push(ShutdownAnnotation::new(format!(
+                "confirmed cancellation of {} aborted tasks",
+                counters.deadline_aborted_settled
+            )));
+        }
+        if unconfirmed_aborts > 0 {
+            report.annotations.push(ShutdownAnnotation::new(format!(
+                "abort requested for {unconfirmed_aborts} tasks whose destruction is not yet confirmed"
+            )));
+        }
+        if counters.closed_component_requests > 0 {
+            report.annotations.push(ShutdownAnnotation::new(format!(
+                "{} component requests after admission closed received closed groups",
+                counters.closed_component_requests
+            )));
+        }
+        report
+    }
+}
+
+/// Seals the accepted subtree of `root`; returns it in pre-order (every
+/// parent before its children), retaining each group until the report is
+/// built.
+fn seal_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
+    let mut sealed = Vec::new();
+    let mut stack = vec![Arc::clone(root)];
+    while let Some(group) = stack.pop() {
+        stack.extend(group.gate.seal());
+        sealed.push(group);
+    }
+    sealed
+}
+
+/// Builds the nested report from cached settlements without recursion.
+fn build_report(root: &Arc<LocalSettlement>) -> ShutdownReport {
+    let mut stack: Vec<(&LocalSettlement, usize, ShutdownReport)> =
+        vec![(root, 0, root.report.clone())];
+    loop {
+        let Some(top) = stack.last_mut() else {
+            unreachable!("the root frame is popped last");
+        };
+        if let Some(child) = top.0.children.get(top.1) {
+            top.1 += 1;
+            stack.push((child, 0, child.report.clone()));
+            continue;
+        }
+        let Some((_, _, report)) = stack.pop() else {
+            unreachable!("a frame was just inspected");
+        };
+        match stack.last_mut() {
+            Some(parent) => parent.2.children.push(report),
+            None => return report,
+        }
+    }
+}
+
+/// Seals, cancels and closes the subtree of `root` (steps 3 of the module
+/// docs). Returns the sealed groups in pre-order.
+fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
+    let sealed = seal_subtree(root);
+    for group in &sealed {
+        if let Some(parent) = &group.parent {
+            if let Some(deadline) = parent.deadline() {
+                group.tighten(deadline);
+            }
+        }
+    }
+    root.token.cancel();
+    for group in &sealed {
+        group.gate.advance(CLOSED);
+    }
+    sealed
+}
+
+fn finish(root: &Arc<GroupInner>, sealed: &[Arc<GroupInner>], started: Instant) -> ShutdownReport {
+    let elapsed = started.elapsed();
+    for group in sealed.iter().rev() {
+        group.settle_local(elapsed);
+    }
+    let settlement = root.settle_local(elapsed);
+    root.report
+        .get_or_init(|| build_report(&settlement))
+        .clone()
+}
+
+impl TaskGroup {
+    /// Shuts the group down within `timeout`, converted once to an absolute
+    /// deadline; see [`shutdown_until`](Self::shutdown_until).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown_until`](Self::shutdown_until).
+    pub fn shutdown(&self, timeout: Duration) -> BoxFuture<'_, ShutdownReport> {
+        self.shutdown_until(ShutdownDeadline::after(timeout))
+    }
+
+    /// Closes admission, cancels, and waits for the subtree until `deadline`.
+    ///
+    /// The deadline is installed on the whole subtree when this is called,
+    /// even if the returned future is never polled; it only ever tightens an
+    /// existing deadline. Child groups shut down concurrently with each other
+    /// and with this group's own tasks. At the deadline the remaining tasks
+    /// are aborted and counted in `timed_out`; the future never waits past
+    /// the deadline beyond scheduling slack. The first report is cached:
+    /// every later call returns the same report.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: every step is idempotent. Dropping the future leaves the
+    /// group sealed and cancelled; calling again resumes and completes.
+    pub fn shutdown_until(&self, deadline: ShutdownDeadline) -> BoxFuture<'_, ShutdownReport> {
+        self.inner.tighten_subtree(deadline.tokio_instant());
+        Box::pin(async move {
+            let root = &self.inner;
+            if let Some(report) = root.report.get() {
+                return report.clone();
+            }
+            let started = Instant::now();
+            let sealed = close_subtree(root);
+            futures::future::join_all(sealed.iter().map(|group| group.drain_local())).await;
+            finish(root, &sealed, started)
+        })
+    }
+
+    /// Closes, cancels and aborts the whole subtree without waiting.
+    ///
+    /// Tasks whose futures are not yet destroyed appear as `leaked` (and so
+    /// `timed_out`); this report is not proof that cleanup ran. It is cached
+    /// like a graceful report.
+    pub fn shutdown_now(&self) -> ShutdownReport {
+        let root = &self.inner;
+        if let Some(report) = root.report.get() {
+            return report.clone();
+        }
+        let started = Instant::now();
+        let sealed = close_subtree(root);
+        for group in &sealed {
+            if group.local.get().is_none() {
+                group.gate.abort_matching(false, |_| true);
+            }
+        }
+        finish(root, &sealed, started)
+    }
+}

@@ -1,0 +1,249 @@
+//! Spawn paths: register under the gate, hand to Tokio, install the handle.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{RuntimeOperation, RuntimeResult};
+use crate::loom::{Arc, Ordering};
+use crate::task_group::completion::{Plain, Settlement, Tracked, UntilCancelled};
+use crate::task_group::identity::{TaskId, TaskKind, TaskName, TaskResult};
+use crate::task_group::{refusal_error, TaskGroup};
+use crate::ShutdownDeadline;
+
+/// Futures larger than this are boxed before they are wrapped and spawned, so
+/// lifecycle wrappers never copy a large state machine around the stack.
+pub(crate) const INLINE_FUTURE_LIMIT: usize = 16 * 1024;
+
+/// Boxes `future` when it is larger than [`INLINE_FUTURE_LIMIT`] and passes
+/// the (possibly boxed) future to `then`.
+macro_rules! with_inline_limit {
+    ($future:expr, |$f:ident| $then:expr) => {{
+        let future = $future;
+        if std::mem::size_of_val(&future) > $crate::task_group::submission::INLINE_FUTURE_LIMIT {
+            let $f = Box::pin(future);
+            $then
+        } else {
+            let $f = future;
+            $then
+        }
+    }};
+}
+
+impl TaskGroup {
+    /// Registers `future` (already mapped to a [`TaskResult`]) and spawns it.
+    pub(crate) fn spawn_tracked<F>(
+        &self,
+        name: TaskName,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
+    where
+        F: Future<Output = TaskResult> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let (seq, slot) = inner
+            .gate
+            .register(name, kind, Instant::now())
+            .map_err(|refusal| refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))?;
+        let settlement = Settlement {
+            group: Arc::clone(inner),
+            slot,
+            seq,
+        };
+        // The gate is released: hand the task to Tokio, then install its
+        // abort handle (an abort requested in between is honoured there).
+        let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
+        inner.gate.install(slot, seq, join.abort_handle());
+        Ok((TaskId::new(inner.id, seq, slot), join))
+    }
+
+    /// Spawns a tracked task.
+    ///
+    /// The task is registered before this returns (`contains_task` is true
+    /// even before it first runs) and stays registered until its future is
+    /// destroyed. A `&'static str` name is stored without allocating.
+    ///
+    /// # Errors
+    ///
+    /// Kind `Closed` once shutdown has begun; kind `Poisoned` after a task of
+    /// this group panicked while it was open (operation `SpawnTaskGroupTask`).
+    pub fn spawn<F>(
+        &self,
+        name: impl Into<TaskName>,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        with_inline_limit!(future, |f| self
+            .spawn_tracked(name.into(), kind, Plain::new(f))
+            .map(|(id, _)| id))
+    }
+
+    /// Spawns a [`TaskKind::Service`] task.
+    ///
+    /// The service must observe [`cancellation_token`](Self::cancellation_token)
+    /// itself and perform its ordered cleanup before returning.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.spawn(name, TaskKind::Service, future)
+    }
+
+    /// Spawns a service whose future is dropped when the group is cancelled.
+    ///
+    /// The cancellation branch is polled first, so a service whose group is
+    /// already cancelled is dropped without being polled. Such an exit counts
+    /// as `cancelled`, not `aborted`. Use only when dropping the future at
+    /// any await point is safe.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_cancellable_service<F>(
+        &self,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let cancelled = self.inner.token.clone().cancelled_owned();
+        with_inline_limit!(future, |f| self
+            .spawn_tracked(
+                name.into(),
+                TaskKind::Service,
+                UntilCancelled::new(cancelled, f)
+            )
+            .map(|(id, _)| id))
+    }
+
+    /// Spawns a tracked task and returns its Tokio join handle as well.
+    ///
+    /// The group still tracks, aborts and reports the task; the handle
+    /// resolves after settlement. A panic is reported through the handle.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_with_handle<F>(
+        &self,
+        name: impl Into<TaskName>,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        with_inline_limit!(future, |f| self.spawn_tracked(
+            name.into(),
+            kind,
+            Plain::new(f)
+        ))
+    }
+
+    /// [`spawn_with_handle`](Self::spawn_with_handle) for a service.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_service_with_handle<F>(
+        &self,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.spawn_with_handle(name, TaskKind::Service, future)
+    }
+
+    /// Requests an abort of one task of this group.
+    ///
+    /// Returns true iff the task is still registered here (a foreign or
+    /// finished id returns false). An abort requested before the task's
+    /// handle is installed is honoured. An explicit abort is counted in
+    /// `aborted`, never in a report's `timed_out`.
+    pub fn abort_task(&self, id: TaskId) -> bool {
+        self.owns_task(id) && self.inner.gate.abort(id.slot(), id.as_u64())
+    }
+
+    /// Aborts a task and waits up to `timeout` for its future to be destroyed.
+    ///
+    /// Returns true once the future is destroyed; false for a foreign or
+    /// absent id, or when `timeout` passes first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the abort is requested synchronously on the first poll;
+    /// dropping the future only stops waiting for its confirmation.
+    pub async fn abort_task_and_wait(&self, id: TaskId, timeout: Duration) -> bool {
+        if !self.abort_task(id) {
+            return false;
+        }
+        self.wait_task_until(id, ShutdownDeadline::after(timeout))
+            .await
+    }
+
+    /// Waits up to `timeout` for a task of this group to settle.
+    ///
+    /// Returns true if the task is absent (already settled) or settles in
+    /// time; false at once for a foreign id, false when `timeout` passes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting has no side effects.
+    pub async fn wait_task(&self, id: TaskId, timeout: Duration) -> bool {
+        self.wait_task_until(id, ShutdownDeadline::after(timeout))
+            .await
+    }
+
+    pub(crate) async fn wait_task_until(&self, id: TaskId, deadline: ShutdownDeadline) -> bool {
+        if !self.owns_task(id) {
+            return false;
+        }
+        let inner = &self.inner;
+        let _watch = Watch::new(&inner.settle_watchers);
+        loop {
+            let settled = inner.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !inner.gate.contains(id.slot(), id.as_u64()) {
+                return true;
+            }
+            if deadline.is_expired() {
+                return false;
+            }
+            tokio::select! {
+                biased;
+                () = &mut settled => {}
+                () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
+            }
+        }
+    }
+}
+
+/// Registers interest in a notification for as long as it lives.
+pub(crate) struct Watch<'a>(&'a crate::loom::AtomicUsize);
+
+impl<'a> Watch<'a> {
+    pub(crate) fn new(counter: &'a crate::loom::AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

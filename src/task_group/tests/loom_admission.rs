@@ -1,0 +1,141 @@
+//! Loom models over the real spawn gate ([`Gate`]): registration racing the
+//! shutdown seal, and an abort racing the installation of the abort handle.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib loom`
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use tokio::time::Instant;
+
+use crate::task_group::identity::{TaskKind, TaskName, TaskResult};
+use crate::task_group::registry::AbortTarget;
+use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN};
+
+/// Records abort calls instead of aborting a Tokio task.
+#[derive(Debug, Clone)]
+struct RecordingHandle(Arc<AtomicUsize>);
+
+impl AbortTarget for RecordingHandle {
+    fn abort(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type TestGate = Gate<RecordingHandle, ()>;
+
+fn register(gate: &TestGate) -> Result<(u64, u32), Refusal> {
+    gate.register(TaskName::from("task"), TaskKind::Worker, Instant::now())
+}
+
+/// A spawn racing a shutdown is either registered before the seal (and then
+/// aborted by the shutdown, whether or not its handle was installed yet) or
+/// rejected with `Closed`: never lost, never registered after the seal.
+#[test]
+fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let aborts = Arc::new(AtomicUsize::new(0));
+
+        let spawner = {
+            let gate = Arc::clone(&gate);
+            let aborts = Arc::clone(&aborts);
+            thread::spawn(move || match register(&gate) {
+                Ok((seq, slot)) => {
+                    gate.install(slot, seq, RecordingHandle(aborts));
+                    Some((seq, slot))
+                }
+                Err(refusal) => {
+                    assert_eq!(refusal, Refusal::Closed);
+                    None
+                }
+            })
+        };
+
+        let children = gate.seal();
+        assert!(children.is_empty());
+        assert!(gate.phase() >= CLOSING);
+        let newly_aborted = gate.abort_matching(true, |_| true);
+
+        match spawner.join().expect("spawner thread") {
+            Some((seq, slot)) => {
+                assert_eq!(
+                    newly_aborted, 1,
+                    "a registered task is seen by the shutdown"
+                );
+                assert!(gate.contains(slot, seq));
+                assert!(
+                    aborts.load(Ordering::SeqCst) >= 1,
+                    "abort honoured at install"
+                );
+                let effect = gate.settle(slot, seq, TaskResult::Aborted);
+                assert!(effect.found && effect.idle);
+                gate.with_inner(|inner| {
+                    assert_eq!(inner.counters.aborted, 1);
+                    assert_eq!(inner.counters.deadline_aborted_settled, 1);
+                });
+            }
+            None => {
+                assert_eq!(newly_aborted, 0);
+                assert_eq!(gate.len(), 0);
+            }
+        }
+        assert!(register(&gate).is_err(), "nothing registers after the seal");
+    });
+}
+
+/// An abort requested concurrently with the handle installation reaches the
+/// task exactly when it is still registered.
+#[test]
+fn loom_abort_racing_handle_installation_is_honoured() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let aborts = Arc::new(AtomicUsize::new(0));
+        let (seq, slot) = register(&gate).expect("open gate");
+
+        let installer = {
+            let gate = Arc::clone(&gate);
+            let aborts = Arc::clone(&aborts);
+            thread::spawn(move || gate.install(slot, seq, RecordingHandle(aborts)))
+        };
+        let requested = gate.abort(slot, seq);
+        installer.join().expect("installer thread");
+
+        assert!(
+            requested,
+            "the task was registered when the abort was requested"
+        );
+        assert!(aborts.load(Ordering::SeqCst) >= 1);
+        // Settlement counts one abort however many times abort was called.
+        assert!(gate.abort(slot, seq));
+        let effect = gate.settle(slot, seq, TaskResult::Aborted);
+        assert!(effect.found);
+        assert!(!gate.abort(slot, seq));
+        gate.with_inner(|inner| assert_eq!(inner.counters.aborted, 1));
+    });
+}
+
+/// Settlement racing a panic-poisoning check and a seal: a panic poisons the
+/// group only if it settled while the group was open, and exactly once.
+#[test]
+fn loom_panic_poisons_only_an_open_group_once() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let first = register(&gate).expect("open gate");
+        let second = register(&gate).expect("open gate");
+
+        let settler = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                let a = gate.settle(first.1, first.0, TaskResult::Panicked);
+                let b = gate.settle(second.1, second.0, TaskResult::Panicked);
+                u8::from(a.poisoned_now) + u8::from(b.poisoned_now)
+            })
+        };
+        gate.seal();
+        let poisonings = settler.join().expect("settler thread");
+        assert!(poisonings <= 1);
+        assert_eq!(poisonings == 1, gate.is_poisoned());
+        gate.with_inner(|inner| assert_eq!(inner.counters.panicked, 2));
+    });
+}

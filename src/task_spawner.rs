@@ -1,0 +1,87 @@
+//! [`TaskSpawner`]: the narrow task-submission capability.
+
+use std::future::Future;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::RuntimeResult;
+use crate::task_group::{TaskGroup, TaskGroupId, TaskId, TaskKind, TaskName};
+
+/// Submits tracked tasks to one group, and nothing else.
+///
+/// A spawner is what a library receives when it only needs to run tasks: it
+/// exposes no runtime handle, no detached spawn and no way to create groups.
+/// Its [`cancellation_token`](Self::cancellation_token) is a child of the
+/// group's token, so the owner's shutdown reaches it while cancelling it does
+/// not cancel the group.
+#[derive(Debug, Clone)]
+pub struct TaskSpawner {
+    group: TaskGroup,
+}
+
+impl TaskSpawner {
+    pub(crate) fn new(group: TaskGroup) -> Self {
+        Self { group }
+    }
+
+    /// The id of the group tasks are submitted to.
+    pub fn group_id(&self) -> TaskGroupId {
+        self.group.id()
+    }
+
+    /// The name of the group tasks are submitted to.
+    pub fn group_name(&self) -> &str {
+        self.group.name()
+    }
+
+    /// A child token of the group's token.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.group.cancellation_token().child_token()
+    }
+
+    /// See [`TaskGroup::spawn`].
+    ///
+    /// # Errors
+    ///
+    /// Kind `Closed` once the group is closing or closed, `Poisoned` after a
+    /// panic poisoned it.
+    pub fn spawn<F>(
+        &self,
+        name: impl Into<TaskName>,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn(name, kind, future)
+    }
+
+    /// See [`TaskGroup::spawn_service`].
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn_service(name, future)
+    }
+
+    /// See [`TaskGroup::spawn_cancellable_service`].
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_cancellable_service<F>(
+        &self,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.group.spawn_cancellable_service(name, future)
+    }
+}

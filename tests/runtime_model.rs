@@ -1,0 +1,216 @@
+//! Ownership model: owner, contexts, cancellation tree, owner shutdown paths.
+
+mod support;
+
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    RuntimeConfig, RuntimeContractPolicy, RuntimeContractViolation, RuntimeErrorKind,
+    RuntimeOperation, RuntimeOwner, ScopeId, ShutdownDeadline, TaskGroupLifecycleState, TaskKind,
+};
+
+fn small_owner() -> RuntimeOwner {
+    RuntimeOwner::plan(RuntimeConfig::for_parallelism("test-owner", 2))
+        .expect("valid config")
+        .build()
+        .expect("runtime builds")
+}
+
+#[test]
+fn quick_start_service_observes_cancellation_and_report_is_healthy() {
+    let owner = RuntimeOwner::plan(RuntimeConfig::broker_default())
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let broker = owner.root_context().component("broker");
+    let cancellation = broker.task_group().cancellation_token();
+    broker
+        .spawn_service("heartbeat", async move {
+            cancellation.cancelled().await;
+        })
+        .expect("open group accepts");
+    let report = owner.shutdown_runtime_blocking().expect("outside tokio");
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(report.children.len(), 1);
+    assert_eq!(report.children[0].completed, 1);
+}
+
+#[test]
+fn plan_validates_only_and_reports_the_first_failing_policy() {
+    let mut config = RuntimeConfig::for_parallelism("x", 2);
+    config.worker_threads = 0;
+    config.thread_name = " ".into();
+    let error = RuntimeOwner::plan(config).expect_err("invalid");
+    assert_eq!(
+        error,
+        RuntimeContractViolation::InvalidConfiguration {
+            policy: RuntimeContractPolicy::WorkerThreadsPositive
+        }
+    );
+}
+
+#[test]
+fn cancellation_flows_down_never_up_or_sideways() {
+    let owner = small_owner();
+    let root = owner.root_context();
+    let parent = root.component("parent");
+    let left = parent.component("left");
+    let right = parent.component("right");
+    let grandchild = left.component("grandchild");
+    let spawner = left.task_spawner();
+    let spawner_token = spawner.cancellation_token();
+
+    spawner_token.cancel();
+    assert!(
+        !left.task_group().cancellation_token().is_cancelled(),
+        "spawner token is a child"
+    );
+
+    left.task_group().cancel();
+    assert!(grandchild.task_group().cancellation_token().is_cancelled());
+    assert!(!parent.task_group().cancellation_token().is_cancelled());
+    assert!(!right.task_group().cancellation_token().is_cancelled());
+
+    let fresh_spawner_token = right.task_spawner().cancellation_token();
+    parent.task_group().cancel();
+    assert!(right.task_group().cancellation_token().is_cancelled());
+    assert!(
+        fresh_spawner_token.is_cancelled(),
+        "owner cancellation reaches spawner tokens"
+    );
+    let report = owner.shutdown_runtime_blocking().expect("outside tokio");
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+#[test]
+fn clones_share_the_group_and_children_get_distinct_ids() {
+    let owner = small_owner();
+    let a = owner.root_context().component("same-name");
+    let b = owner.root_context().component("same-name");
+    assert_ne!(a.task_group().id(), b.task_group().id(), "names are labels");
+    let a2 = a.clone();
+    assert_eq!(a2.task_group().id(), a.task_group().id());
+    a2.task_group().cancel();
+    assert!(a.task_group().cancellation_token().is_cancelled());
+    let report = owner.shutdown_runtime_blocking().expect("outside tokio");
+    assert_eq!(report.children.len(), 2, "one child report per group");
+}
+
+#[test]
+fn group_ids_are_unique_across_owners() {
+    let first = small_owner();
+    let second = small_owner();
+    let a = first.root_context().component("c");
+    let b = second.root_context().component("c");
+    assert_ne!(a.task_group().id(), b.task_group().id());
+    assert_ne!(
+        first.root_context().runtime_id(),
+        second.root_context().runtime_id()
+    );
+    assert_eq!(a.runtime_id(), first.root_context().runtime_id());
+}
+
+#[test]
+fn scope_ids_are_validated() {
+    assert!(ScopeId::try_new("  ").is_err());
+    assert!(ScopeId::try_new(String::new()).is_err());
+    assert_eq!(
+        ScopeId::try_new("broker").expect("valid").as_str(),
+        "broker"
+    );
+    assert!(ScopeId::try_from(String::from("ok")).is_ok());
+}
+
+#[test]
+fn component_after_shutdown_is_closed_counted_and_try_component_errors() {
+    let owner = small_owner();
+    let broker = owner.root_context().component("broker");
+    let report =
+        owner.block_on(owner.shutdown_tasks_until(ShutdownDeadline::after(Duration::from_secs(5))));
+    assert!(report.is_healthy());
+
+    let closed = broker.component("late");
+    assert_eq!(
+        closed.task_group().lifecycle_state(),
+        TaskGroupLifecycleState::ShutdownCompleted
+    );
+    assert!(closed.task_group().cancellation_token().is_cancelled());
+    let error = closed
+        .spawn("x", TaskKind::Worker, async {})
+        .expect_err("closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    let _again = owner.root_context().component("late-root");
+    assert_eq!(
+        broker.task_group().event_counts().closed_component_requests,
+        2
+    );
+
+    let error = broker.try_component("late").expect_err("closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(error.operation(), RuntimeOperation::CreateTaskGroupChild);
+    let late_report = owner.block_on(closed.task_group().shutdown(Duration::ZERO));
+    assert!(late_report.is_healthy());
+}
+
+#[test]
+fn shutdown_runtime_blocking_inside_tokio_is_unsupported_without_panicking() {
+    let owner = small_owner();
+    let host = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("host runtime");
+    let result = host.block_on(async move {
+        owner.shutdown_runtime_blocking_until(ShutdownDeadline::after(Duration::from_secs(1)))
+    });
+    let error = result.expect_err("inside a Tokio context");
+    assert_eq!(error.kind(), RuntimeErrorKind::Unsupported);
+    assert_eq!(error.operation(), RuntimeOperation::ShutdownRuntimeBlocking);
+}
+
+#[test]
+fn shutdown_background_returns_immediate_evidence() {
+    let owner = small_owner();
+    let worker = owner.root_context().component("worker");
+    worker
+        .spawn("parked", TaskKind::Worker, std::future::pending::<()>())
+        .expect("accepted");
+    let report = owner.shutdown_background();
+    assert_eq!(report.children.len(), 1);
+    let child = &report.children[0];
+    assert_eq!(child.leaked + child.aborted, 1, "{}", report.to_json());
+}
+
+#[test]
+fn dropping_an_owner_without_shutdown_runs_the_emergency_path() {
+    let owner = small_owner();
+    let group = owner.root_context().component("svc").task_group().clone();
+    group
+        .spawn("parked", TaskKind::Worker, std::future::pending::<()>())
+        .expect("accepted");
+    drop(owner);
+    assert_eq!(
+        group.lifecycle_state(),
+        TaskGroupLifecycleState::ShutdownCompleted
+    );
+    assert!(group.cancellation_token().is_cancelled());
+}
+
+#[test]
+fn block_on_boxes_large_futures() {
+    let owner = small_owner();
+    let big = [7u8; 64 * 1024];
+    let sum = owner.block_on(async move {
+        tokio::task::yield_now().await;
+        big.iter().map(|b| u64::from(*b)).sum::<u64>()
+    });
+    assert_eq!(sum, 7 * 64 * 1024);
+}
+
+#[test]
+fn runtime_new_uses_the_default_profile() {
+    let owner = RuntimeOwner::new().expect("default builds");
+    assert_eq!(owner.config().thread_name, "rocketmq-runtime");
+    assert_eq!(owner.root_context().name(), "rocketmq-runtime");
+    let report = owner.shutdown_runtime_blocking().expect("outside tokio");
+    assert!(report.is_healthy());
+}

@@ -1,0 +1,41 @@
+//! Shared helpers for the integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use rocketmq_runtime::{RuntimeContext, ShutdownReport};
+
+/// A harness on the current (test) runtime.
+pub fn harness(name: &'static str) -> RuntimeContext {
+    RuntimeContext::try_from_current(name).expect("inside a Tokio runtime")
+}
+
+/// Hang guard for awaits that must complete: fails the test instead of hanging.
+pub async fn guard<F: std::future::Future>(what: &str, future: F) -> F::Output {
+    match tokio::time::timeout(Duration::from_secs(30), future).await {
+        Ok(output) => output,
+        Err(_) => panic!("hang guard expired: {what}"),
+    }
+}
+
+/// Sum of a counter over the whole report tree.
+pub fn tree_sum(report: &ShutdownReport, field: fn(&ShutdownReport) -> u64) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![report];
+    while let Some(node) = stack.pop() {
+        total += field(node);
+        stack.extend(node.children.iter());
+    }
+    total
+}
+
+/// Number of report nodes in the tree.
+pub fn tree_nodes(report: &ShutdownReport) -> usize {
+    let mut total = 0;
+    let mut stack = vec![report];
+    while let Some(node) = stack.pop() {
+        total += 1;
+        stack.extend(node.children.iter());
+    }
+    total
+}

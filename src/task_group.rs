@@ -82,6 +82,7 @@ pub(crate) struct GroupInner {
     settled: Notify,
     settle_watchers: AtomicUsize,
     local: OnceLock<Arc<LocalSettlement>>,
+    local_settled: Notify,
     report: OnceLock<ShutdownReport>,
 }
 
@@ -117,6 +118,7 @@ impl GroupInner {
             settled: Notify::new(),
             settle_watchers: AtomicUsize::new(0),
             local: OnceLock::new(),
+            local_settled: Notify::new(),
             report: OnceLock::new(),
         }
     }

@@ -9,12 +9,13 @@
 //!    every descendant), re-installs the deadline on children created
 //!    between steps 1 and 3, cancels the group's token, marks every sealed
 //!    group `Closed`;
-//! 4. waits, for every group of the subtree concurrently (one flat level, no
-//!    recursion), until its own tasks have settled or its deadline passes;
-//!    at the deadline the remaining tasks are aborted and counted as timed
-//!    out;
-//! 5. settles each group bottom-up into a [`LocalSettlement`] (cached once
-//!    per group) and builds the report from those, caching it on the group.
+//! 4. drives every group of the subtree concurrently (one flat level, no
+//!    recursion): a group waits until its own tasks have settled or its
+//!    deadline passes (then aborts the rest, counted as timed out), waits for
+//!    its children to settle, and settles into a [`LocalSettlement`] (cached
+//!    once per group, state `ShutdownCompleted`); so a child completes
+//!    independently of its parent's tasks;
+//! 5. builds the report from the settlements and caches it on the group.
 //!
 //! Every step is idempotent, so concurrent or repeated calls (including after
 //! a dropped shutdown future) converge on the same cached report.
@@ -116,6 +117,21 @@ impl GroupInner {
         }
     }
 
+    /// Waits until every live child has its local settlement.
+    async fn await_children_settled(&self) {
+        for child in self.gate.live_children() {
+            loop {
+                let settled = child.local_settled.notified();
+                tokio::pin!(settled);
+                settled.as_mut().enable();
+                if child.local.get().is_some() {
+                    break;
+                }
+                settled.await;
+            }
+        }
+    }
+
     /// Caches this group's local settlement (children must be settled) and
     /// marks it `ShutdownCompleted`.
     fn settle_local(&self, elapsed: Duration) -> Arc<LocalSettlement> {
@@ -132,6 +148,7 @@ impl GroupInner {
             })
         });
         self.gate.advance(COMPLETED);
+        self.local_settled.notify_waiters();
         Arc::clone(settlement)
     }
 
@@ -241,12 +258,9 @@ fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
     sealed
 }
 
-fn finish(root: &Arc<GroupInner>, sealed: &[Arc<GroupInner>], started: Instant) -> ShutdownReport {
-    let elapsed = started.elapsed();
-    for group in sealed.iter().rev() {
-        group.settle_local(elapsed);
-    }
-    let settlement = root.settle_local(elapsed);
+/// Caches (or returns) the report of `root`, whose subtree is settled.
+fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
+    let settlement = root.settle_local(started.elapsed());
     root.report
         .get_or_init(|| build_report(&settlement))
         .clone()
@@ -286,8 +300,13 @@ impl TaskGroup {
             }
             let started = Instant::now();
             let sealed = close_subtree(root);
-            futures::future::join_all(sealed.iter().map(|group| group.drain_local())).await;
-            finish(root, &sealed, started)
+            futures::future::join_all(sealed.iter().map(|group| async move {
+                group.drain_local().await;
+                group.await_children_settled().await;
+                group.settle_local(started.elapsed());
+            }))
+            .await;
+            cache_report(root, started)
         })
     }
 
@@ -308,6 +327,10 @@ impl TaskGroup {
                 group.gate.abort_matching(false, |_| true);
             }
         }
-        finish(root, &sealed, started)
+        // Reverse pre-order: every child settles before its parent.
+        for group in sealed.iter().rev() {
+            group.settle_local(started.elapsed());
+        }
+        cache_report(root, started)
     }
 }

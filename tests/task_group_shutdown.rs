@@ -1,0 +1,359 @@
+//! Task-group shutdown: deadlines, cached reports, leaks, deep trees.
+
+mod support;
+
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    RuntimeContext, ShutdownDeadline, ShutdownReport, TaskGroupLifecycleState, TaskKind,
+};
+use support::{guard, harness, tree_nodes};
+use tokio::time::Instant;
+
+/// A service that ignores cancellation is aborted at the deadline.
+///
+/// ```text
+/// t=0   shutdown_until(t=5s): cancel broadcast, the service keeps running
+/// t=5s  deadline: the service is aborted, counted in timed_out
+/// ```
+#[tokio::test(start_paused = true)]
+async fn a_service_ignoring_cancellation_is_aborted_at_the_deadline() {
+    let ctx = harness("deadline");
+    let svc = ctx.service_context("stubborn");
+    svc.spawn_service("ignores-cancel", std::future::pending::<()>())
+        .expect("open");
+    let cooperative_token = svc.task_group().cancellation_token();
+    svc.spawn_service(
+        "cooperative",
+        async move { cooperative_token.cancelled().await },
+    )
+    .expect("open");
+    let start = Instant::now();
+    let deadline = ShutdownDeadline::after(Duration::from_secs(5));
+    let report = ctx.shutdown_tasks_until(deadline).await;
+    let returned = Instant::now();
+    assert!(
+        returned >= deadline.tokio_instant(),
+        "waited for the deadline"
+    );
+    assert!(
+        returned - start <= Duration::from_secs(5) + Duration::from_millis(1),
+        "returned {:?} after start",
+        returned - start
+    );
+    let child = &report.children[0];
+    assert!(child.timed_out >= 1, "{}", report.to_json());
+    assert_eq!(child.completed, 1, "the cooperative service finished");
+    assert_eq!(child.aborted + child.leaked, 1);
+    assert!(!report.is_healthy());
+}
+
+#[tokio::test(start_paused = true)]
+async fn repeated_shutdowns_return_the_identical_cached_report() {
+    let ctx = harness("cached");
+    let svc = ctx.service_context("svc");
+    svc.spawn_service("stubborn", std::future::pending::<()>())
+        .expect("open");
+    let first = ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    let second = ctx.shutdown_tasks(Duration::from_secs(100)).await;
+    let immediate = ctx.shutdown_tasks_now();
+    assert_eq!(first.to_json(), second.to_json());
+    assert_eq!(first.to_json(), immediate.to_json());
+    let child_again = svc.task_group().shutdown(Duration::ZERO).await;
+    assert_eq!(child_again.to_json(), first.children[0].to_json());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_shutdown_future_can_be_called_again_and_completes() {
+    let ctx = harness("dropped");
+    let group = ctx.root_group().try_child("svc").expect("open");
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    group
+        .spawn_service("waits-for-release", async move {
+            let _ = release_rx.await;
+        })
+        .expect("open");
+    {
+        let pending = group.shutdown(Duration::from_secs(60));
+        // Poll it a little, then drop it mid-way.
+        let polled = tokio::time::timeout(Duration::from_millis(10), pending).await;
+        assert!(polled.is_err(), "still waiting for the service");
+    }
+    assert_eq!(group.lifecycle_state(), TaskGroupLifecycleState::Closed);
+    assert!(group.spawn("late", TaskKind::Worker, async {}).is_err());
+    release_tx.send(()).expect("service waiting");
+    let report = guard("second shutdown", group.shutdown(Duration::from_secs(60))).await;
+    assert_eq!(report.completed, 1);
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadlines_only_tighten_and_an_earlier_one_wakes_a_later_waiter() {
+    let ctx = harness("tighten");
+    let group = ctx.root_group().try_child("svc").expect("open");
+    let child = group.try_child("child").expect("open");
+    group
+        .spawn_service("stubborn", std::future::pending::<()>())
+        .expect("open");
+    let late = ShutdownDeadline::after(Duration::from_secs(60));
+    let early = ShutdownDeadline::after(Duration::from_secs(2));
+    let start = Instant::now();
+    let waiter = {
+        let group = group.clone();
+        tokio::spawn(async move { group.shutdown_until(late).await })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(group.shutdown_deadline(), Some(late));
+    assert_eq!(
+        child.shutdown_deadline(),
+        Some(late),
+        "installed on the subtree"
+    );
+    // Never polled: the deadline is still installed at the call.
+    drop(group.shutdown_until(early));
+    assert_eq!(group.shutdown_deadline(), Some(early));
+    assert_eq!(child.shutdown_deadline(), Some(early));
+    drop(group.shutdown_until(late));
+    assert_eq!(
+        group.shutdown_deadline(),
+        Some(early),
+        "a later deadline never extends"
+    );
+    let report = guard("waiter", waiter).await.expect("joined");
+    assert!(Instant::now() - start <= Duration::from_secs(2) + Duration::from_millis(1));
+    assert!(report.timed_out >= 1);
+}
+
+#[tokio::test]
+async fn shutdown_moves_through_closing_closed_completed_and_woken_tasks_see_closed() {
+    let ctx = harness("states");
+    let group = ctx.root_group().try_child("svc").expect("open");
+    assert_eq!(group.lifecycle_state(), TaskGroupLifecycleState::Open);
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel();
+    let observer = group.clone();
+    let token = group.cancellation_token();
+    group
+        .spawn_service("observer", async move {
+            token.cancelled().await;
+            let _ = seen_tx.send(observer.lifecycle_state());
+        })
+        .expect("open");
+    let report = guard("shutdown", group.shutdown(Duration::from_secs(5))).await;
+    assert_eq!(
+        seen_rx.await.expect("observed"),
+        TaskGroupLifecycleState::Closed
+    );
+    assert_eq!(
+        group.lifecycle_state(),
+        TaskGroupLifecycleState::ShutdownCompleted
+    );
+    assert!(report.is_healthy());
+}
+
+#[tokio::test]
+async fn children_shut_down_concurrently_with_the_parent_tasks() {
+    let ctx = harness("concurrent");
+    let parent = ctx.root_group().try_child("parent").expect("open");
+    let child = parent.try_child("child").expect("open");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let token = parent.cancellation_token();
+    let watched = child.clone();
+    parent
+        .spawn_service("watches-child", async move {
+            token.cancelled().await;
+            // Waits for the child group to finish its shutdown: only possible
+            // if the child is driven concurrently with this task.
+            while watched.lifecycle_state() != TaskGroupLifecycleState::ShutdownCompleted {
+                tokio::task::yield_now().await;
+            }
+            let _ = tx.send(());
+        })
+        .expect("open");
+    let child_token = child.cancellation_token();
+    child
+        .spawn_service("child-svc", async move { child_token.cancelled().await })
+        .expect("open");
+    let report = guard("shutdown", parent.shutdown(Duration::from_secs(5))).await;
+    rx.await.expect("parent task saw the child complete");
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(report.children.len(), 1);
+    assert_eq!(report.children[0].completed, 1);
+}
+
+#[test]
+fn ten_thousand_leaked_tasks_are_capped_in_the_report() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let ctx = harness("leaks");
+        let group = ctx.root_group().try_child("svc").expect("open");
+        for _ in 0..10_000 {
+            group
+                .spawn("parked", TaskKind::Worker, std::future::pending::<()>())
+                .expect("open");
+        }
+        // Current thread: nothing is destroyed before this returns.
+        let report = group.shutdown_now();
+        assert_eq!(report.leaked, 10_000);
+        assert_eq!(
+            report.remaining_tasks.len(),
+            ShutdownReport::REMAINING_TASKS_LIMIT
+        );
+        assert_eq!(report.remaining_tasks_omitted, 9_936);
+        assert_eq!(report.aborted, 0);
+        assert!(
+            report.to_json().len() < 64 * 1024,
+            "{} bytes",
+            report.to_json().len()
+        );
+        assert!(!report.is_healthy());
+    });
+}
+
+#[tokio::test]
+async fn child_links_are_weak_and_live_descendants_keep_ancestors() {
+    let ctx = harness("weak");
+    let root = ctx.root_group().clone();
+    let a = root.try_child("a").expect("open");
+    let a_clone = a.clone();
+    assert_eq!(root.component_count(), 1);
+    drop(a);
+    assert_eq!(root.component_count(), 1, "a clone is still alive");
+    drop(a_clone);
+    assert_eq!(root.component_count(), 0, "the last handle unregisters");
+
+    let parent = root.try_child("parent").expect("open");
+    let grandchild = parent
+        .try_child("mid")
+        .expect("open")
+        .try_child("leaf")
+        .expect("open");
+    drop(parent);
+    assert_eq!(
+        root.component_count(),
+        1,
+        "a live descendant keeps its ancestors"
+    );
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(5))).await;
+    assert_eq!(tree_nodes(&report), 4);
+    assert_eq!(
+        grandchild.lifecycle_state(),
+        TaskGroupLifecycleState::ShutdownCompleted
+    );
+    drop(grandchild);
+    assert_eq!(root.component_count(), 0);
+}
+
+#[tokio::test]
+async fn component_requests_during_shutdown_are_annotated() {
+    let ctx = harness("annotate");
+    let broker = ctx.service_context("broker");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let token = broker.task_group().cancellation_token();
+    let requester = broker.clone();
+    broker
+        .spawn_service("asks-late", async move {
+            token.cancelled().await;
+            let closed = requester.component("too-late");
+            let _ = tx.send(closed.task_group().lifecycle_state());
+        })
+        .expect("open");
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(5))).await;
+    assert_eq!(
+        rx.await.expect("sent"),
+        TaskGroupLifecycleState::ShutdownCompleted
+    );
+    let child = &report.children[0];
+    assert!(
+        child
+            .annotations
+            .iter()
+            .any(|a| a.message
+                == "1 component requests after admission closed received closed groups"),
+        "{}",
+        report.to_json()
+    );
+    assert_eq!(
+        broker.task_group().event_counts().closed_component_requests,
+        1
+    );
+}
+
+fn on_small_stack<F: FnOnce() + Send + 'static>(f: F) {
+    std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(f)
+        .expect("thread")
+        .join()
+        .expect("completed on a 1 MiB stack");
+}
+
+fn chain(ctx: &RuntimeContext, depth: usize) -> rocketmq_runtime::TaskGroup {
+    let mut leaf = ctx.root_group().try_child("level").expect("open");
+    for _ in 1..depth {
+        leaf = leaf.try_child("level").expect("open");
+    }
+    leaf
+}
+
+#[test]
+fn a_512_deep_chain_shuts_down_gracefully_on_a_1_mib_stack() {
+    on_small_stack(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let ctx = harness("deep");
+            let leaf = chain(&ctx, 512);
+            let token = leaf.cancellation_token();
+            leaf.spawn_service("leaf-svc", async move { token.cancelled().await })
+                .expect("open");
+            let report = ctx.shutdown_tasks(Duration::from_secs(10)).await;
+            assert_eq!(tree_nodes(&report), 513);
+            assert!(report.is_healthy());
+            let cloned = report.clone();
+            assert!(cloned.is_healthy());
+            assert_eq!(
+                leaf.lifecycle_state(),
+                TaskGroupLifecycleState::ShutdownCompleted
+            );
+        });
+    });
+}
+
+#[test]
+fn a_1024_deep_chain_shuts_down_immediately_on_a_1_mib_stack() {
+    on_small_stack(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let ctx = harness("deep-now");
+            let _leaf = chain(&ctx, 1024);
+            let report = ctx.shutdown_tasks_now();
+            assert_eq!(tree_nodes(&report), 1025);
+            assert!(report.is_healthy());
+        });
+    });
+}
+
+#[test]
+fn a_4096_deep_chain_drops_on_a_1_mib_stack() {
+    on_small_stack(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let ctx = harness("deep-drop");
+            let leaf = chain(&ctx, 4096);
+            assert_eq!(ctx.root_group().component_count(), 1);
+            drop(leaf);
+            assert_eq!(ctx.root_group().component_count(), 0);
+        });
+    });
+}

@@ -1,0 +1,5 @@
+use rocketmq_runtime::RootServiceContext;
+
+fn main() {
+    let _root = RootServiceContext::new();
+}

@@ -1,1 +1,207 @@
-fn main() {}
+//! A broker-style entrypoint: the main job of this crate's README.
+//!
+//! It owns the runtime, derives a `broker` component from the sealed root,
+//! runs a heartbeat service and a worker until Ctrl-C, SIGTERM or
+//! `--run-for <seconds>`, then shuts down within one deadline, prints the
+//! shutdown report as JSON and exits non-zero if the report is unhealthy.
+//!
+//! ```text
+//! cargo run --example broker_entrypoint -- --run-for 2
+//! ```
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocketmq_runtime::prelude::*;
+use rocketmq_runtime::RuntimeOperation;
+
+/// How the run ends.
+#[derive(Debug)]
+enum Stop {
+    Signal(&'static str),
+    RunFor(Duration),
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Signal(signal) => write!(f, "{signal} received"),
+            Stop::RunFor(duration) => write!(f, "--run-for {duration:?} elapsed"),
+        }
+    }
+}
+
+fn parse_run_for() -> Result<Option<Duration>, String> {
+    let mut args = std::env::args().skip(1);
+    let mut run_for = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--run-for" => {
+                let value = args.next().ok_or("--run-for needs a number of seconds")?;
+                let seconds: f64 = value
+                    .parse()
+                    .map_err(|_| format!("--run-for: `{value}` is not a number of seconds"))?;
+                if !seconds.is_finite() || seconds < 0.0 {
+                    return Err(format!(
+                        "--run-for: `{value}` must be a non-negative number"
+                    ));
+                }
+                run_for = Some(Duration::from_secs_f64(seconds));
+            }
+            "--help" | "-h" => {
+                return Err("usage: broker_entrypoint [--run-for <seconds>]".into());
+            }
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(run_for)
+}
+
+/// Installs the signal handlers, announces readiness, then waits for the
+/// first of SIGTERM, SIGINT (Ctrl-C) or the `--run-for` timer.
+async fn wait_for_stop(run_for: Option<Duration>) -> std::io::Result<Stop> {
+    let run_for_elapsed = async {
+        match run_for {
+            Some(duration) => {
+                tokio::time::sleep(duration).await;
+                Stop::RunFor(duration)
+            }
+            None => std::future::pending().await,
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        eprintln!("broker running; Ctrl-C or SIGTERM stops it");
+        Ok(tokio::select! {
+            stop = run_for_elapsed => stop,
+            _ = terminate.recv() => Stop::Signal("SIGTERM"),
+            _ = interrupt.recv() => Stop::Signal("SIGINT"),
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let ctrl_c = tokio::signal::ctrl_c();
+        eprintln!("broker running; Ctrl-C stops it");
+        Ok(tokio::select! {
+            stop = run_for_elapsed => stop,
+            result = ctrl_c => { result?; Stop::Signal("Ctrl-C") }
+        })
+    }
+}
+
+fn start_broker(
+    broker: &ChildServiceContext,
+) -> Result<Arc<AtomicU64>, Box<dyn std::error::Error>> {
+    let beats = Arc::new(AtomicU64::new(0));
+    let cancellation = broker.task_group().cancellation_token();
+    let heartbeat_beats = Arc::clone(&beats);
+    broker.spawn_service("heartbeat", async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                () = cancellation.cancelled() => break,
+                _ = interval.tick() => {
+                    heartbeat_beats.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        // Ordered cleanup would go here: flush, deregister, ...
+    })?;
+
+    // A worker component fed through a channel; its service drains the
+    // channel until cancelled.
+    let (requests, mut inbox) = tokio::sync::mpsc::channel::<u64>(64);
+    let worker = broker.component("request-worker");
+    let worker_token = worker.task_group().cancellation_token();
+    worker.spawn("request-worker", TaskKind::Worker, async move {
+        let mut handled = 0u64;
+        loop {
+            tokio::select! {
+                () = worker_token.cancelled() => break,
+                request = inbox.recv() => match request {
+                    Some(_) => handled += 1,
+                    None => break,
+                },
+            }
+        }
+        let _ = handled;
+    })?;
+    // Dropped at cancellation: sending has no cleanup to do.
+    broker.spawn_cancellable_service("request-source", async move {
+        let mut next = 0u64;
+        loop {
+            if requests.send(next).await.is_err() {
+                break;
+            }
+            next += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })?;
+    Ok(beats)
+}
+
+fn main() -> ExitCode {
+    let run_for = match parse_run_for() {
+        Ok(run_for) => run_for,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let owner = match RuntimeOwner::plan(RuntimeConfig::broker_default()) {
+        Ok(plan) => match plan.build() {
+            Ok(owner) => owner,
+            Err(error) => {
+                eprintln!("runtime build failed: {error}");
+                return ExitCode::from(1);
+            }
+        },
+        Err(violation) => {
+            eprintln!("invalid runtime configuration: {violation}");
+            return ExitCode::from(1);
+        }
+    };
+    let broker = owner.root_context().component("broker");
+    let beats = match start_broker(&broker) {
+        Ok(beats) => beats,
+        Err(error) => {
+            eprintln!(
+                "broker startup failed ({}): {error}",
+                RuntimeOperation::external("start-broker")
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let stop = match owner.block_on(wait_for_stop(run_for)) {
+        Ok(stop) => stop,
+        Err(error) => {
+            eprintln!("cannot install signal handlers: {error}; shutting down");
+            Stop::Signal("none (handler installation failed)")
+        }
+    };
+    eprintln!(
+        "stopping ({stop}) after {} heartbeats",
+        beats.load(Ordering::Relaxed)
+    );
+
+    let deadline = ShutdownDeadline::after(owner.config().shutdown_timeout);
+    let report = match owner.shutdown_runtime_blocking_until(deadline) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("shutdown failed: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("{}", report.to_json());
+    if report.is_healthy() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("shutdown report is unhealthy");
+        ExitCode::from(1)
+    }
+}

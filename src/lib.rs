@@ -1,6 +1,36 @@
 //! rocketmq-runtime: explicit ownership for Tokio services.
 //!
-//! See the crate README for the ownership model.
+//! A [`RuntimeOwner`] owns the Tokio runtime and a sealed
+//! [`RootServiceContext`]. Components receive a [`ChildServiceContext`] (or a
+//! narrower [`TaskSpawner`]) and submit work into its [`TaskGroup`]. Groups
+//! form a tree: cancellation flows down, shutdown seals, cancels and drains
+//! the subtree within one absolute [`ShutdownDeadline`] and leaves a cached
+//! [`ShutdownReport`].
+//!
+//! ```text
+//! RuntimeOwner ─ RootServiceContext (root TaskGroup)
+//!                  ├─ ChildServiceContext "broker" (TaskGroup: tasks, children)
+//!                  └─ ChildServiceContext "namesrv"
+//! ```
+//!
+//! Three questions shape the API: who stops a task (its group, through
+//! cancellation and the shutdown deadline), which capacity pays for it
+//! (explicit budgets, in a separate tree), and what evidence remains (the
+//! shutdown report).
+//!
+//! # Errors
+//!
+//! Invalid configuration is a [`RuntimeContractViolation`]; operational
+//! failures are [`RuntimeError`]s, branched on with [`RuntimeError::kind`].
+//! There is no conversion between the two.
+//!
+//! # Cancel safety
+//!
+//! Every async API documents its cancel safety. The shutdown futures are
+//! cancel safe: the deadline is installed when the call is made, every step
+//! is idempotent, and calling again after dropping a shutdown future resumes
+//! and completes it. Waits (`wait_task`, `abort_task_and_wait`) have no side
+//! effects beyond the abort requested synchronously.
 
 mod loom;
 
@@ -26,3 +56,8 @@ pub use shutdown_deadline::*;
 pub use shutdown_report::*;
 pub use task_group::*;
 pub use task_spawner::TaskSpawner;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

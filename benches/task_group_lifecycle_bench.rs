@@ -406,6 +406,10 @@ fn write_summary(run_started: SystemTime) {
             None => missing.push(key),
         }
     }
+    if estimates.is_empty() {
+        println!("no Criterion estimates from this run: task_group_lifecycle.json not written");
+        return;
+    }
 
     let mut ratios_wanted = Vec::new();
     for n in SPAWN_SIZES {

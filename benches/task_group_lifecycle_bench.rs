@@ -14,11 +14,18 @@
 //! Setup (spawning and parking the idle tasks of the shutdown groups) is not
 //! timed: the benches use `iter_custom` and time only the measured section.
 //!
-//! After the run, the Criterion estimates of this run are collected into
-//! `<target>/runtime-measurements/task_group_lifecycle.json` (means in
-//! nanoseconds, the tracked/raw and tracked/tracker ratios and the overhead
-//! targets), and the ratios are printed. Nothing is written when an estimate
-//! of this run is missing (`--test`, `--list`, a filtered run, `--no-run`).
+//! On a shared 2-core machine, Criterion's functions run one after another and
+//! machine drift between them moves a ratio of two means by ±20 %. So after
+//! Criterion, a *paired* pass runs the baseline and the runtime path
+//! alternately on one runtime (the order flips every round) and takes the
+//! median of the per-round ratios: drift hits both sides of a pair alike. The
+//! targets are judged on the paired medians; the Criterion means stay in the
+//! summary as absolute figures.
+//!
+//! Everything is written to
+//! `<target>/runtime-measurements/task_group_lifecycle.json` and printed.
+//! Criterion estimates missing from this run (`--test`, a filtered run) are
+//! left out; the paired pass is skipped under `--test`/`--list`.
 //!
 //! Run: `cargo bench --bench task_group_lifecycle_bench`
 //! (quick iteration: `... -- --warm-up-time 1 --measurement-time 3`).
@@ -78,9 +85,10 @@ fn root_group(rt: &Runtime) -> TaskGroup {
 
 /// Runs `body` in a task on a runtime worker, so every path spawns from the
 /// same kind of thread.
-fn on_worker<F>(rt: &Runtime, body: F) -> Duration
+fn on_worker<F, T>(rt: &Runtime, body: F) -> T
 where
-    F: Future<Output = Duration> + Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
 {
     rt.block_on(async { tokio::spawn(body).await.expect("benchmark task panicked") })
 }
@@ -113,225 +121,300 @@ async fn pending_task(parked: Arc<AtomicUsize>) {
     std::future::pending::<()>().await;
 }
 
-fn bench_spawn_completion(c: &mut Criterion) {
-    let mut group = c.benchmark_group(SPAWN_COMPLETION);
+/// One timed measurement of one benchmark function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    RawSpawn,
+    TrackerSpawn,
+    GroupSpawn,
+    RawGraceful,
+    GroupGraceful,
+    RawAbort,
+    GroupAbort,
+}
+
+impl Case {
+    fn function(self) -> &'static str {
+        match self {
+            Case::RawSpawn => RAW_SPAWN,
+            Case::TrackerSpawn => TRACKER_SPAWN,
+            Case::GroupSpawn => GROUP_SPAWN,
+            Case::RawGraceful => RAW_GRACEFUL,
+            Case::GroupGraceful => GROUP_GRACEFUL,
+            Case::RawAbort => RAW_ABORT,
+            Case::GroupAbort => GROUP_ABORT,
+        }
+    }
+
+    /// Runs the case once with `n` tasks; returns the timed section only.
+    async fn run(self, n: usize, root: TaskGroup) -> Duration {
+        match self {
+            Case::RawSpawn => {
+                let start = Instant::now();
+                let handles: Vec<JoinHandle<()>> = (0..n).map(|_| tokio::spawn(async {})).collect();
+                for handle in handles {
+                    handle.await.expect("raw task");
+                }
+                start.elapsed()
+            }
+            Case::TrackerSpawn => {
+                let start = Instant::now();
+                let tracker = TaskTracker::new();
+                for _ in 0..n {
+                    drop(tracker.spawn(async {}));
+                }
+                tracker.close();
+                tracker.wait().await;
+                start.elapsed()
+            }
+            Case::GroupSpawn => {
+                let tasks = root.try_child("spawn-completion").expect("child group");
+                let start = Instant::now();
+                for _ in 0..n {
+                    tasks
+                        .spawn("bench-task", TaskKind::Worker, async {})
+                        .expect("tracked spawn");
+                }
+                let report = tasks.shutdown(Duration::from_secs(30)).await;
+                let elapsed = start.elapsed();
+                assert_eq!(report.completed, n as u64, "every task completed");
+                assert!(report.is_healthy(), "healthy report");
+                elapsed
+            }
+            Case::RawGraceful => {
+                let token = CancellationToken::new();
+                let tracker = TaskTracker::new();
+                let parked = Arc::new(AtomicUsize::new(0));
+                for _ in 0..n {
+                    drop(tracker.spawn(idle_service(token.clone(), Arc::clone(&parked))));
+                }
+                wait_parked(&parked, n).await;
+                let start = Instant::now();
+                token.cancel();
+                tracker.close();
+                tracker.wait().await;
+                start.elapsed()
+            }
+            Case::GroupGraceful => {
+                let services = root.try_child("graceful").expect("child group");
+                let token = services.cancellation_token();
+                let parked = Arc::new(AtomicUsize::new(0));
+                for _ in 0..n {
+                    services
+                        .spawn_service("idle", idle_service(token.clone(), Arc::clone(&parked)))
+                        .expect("tracked spawn");
+                }
+                wait_parked(&parked, n).await;
+                let start = Instant::now();
+                let report = services.shutdown(Duration::from_secs(60)).await;
+                let elapsed = start.elapsed();
+                assert_eq!(report.completed, n as u64, "every service returned");
+                assert!(report.is_healthy(), "healthy report");
+                elapsed
+            }
+            Case::RawAbort => {
+                let parked = Arc::new(AtomicUsize::new(0));
+                let handles: Vec<JoinHandle<()>> = (0..n)
+                    .map(|_| tokio::spawn(pending_task(Arc::clone(&parked))))
+                    .collect();
+                wait_parked(&parked, n).await;
+                let start = Instant::now();
+                for handle in &handles {
+                    handle.abort();
+                }
+                let mut cancelled = 0usize;
+                for handle in handles {
+                    cancelled += usize::from(handle.await.is_err());
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(cancelled, n, "every raw task aborted");
+                elapsed
+            }
+            Case::GroupAbort => {
+                let tasks = root.try_child("shutdown-now").expect("child group");
+                let parked = Arc::new(AtomicUsize::new(0));
+                for _ in 0..n {
+                    tasks
+                        .spawn(
+                            "pending",
+                            TaskKind::Worker,
+                            pending_task(Arc::clone(&parked)),
+                        )
+                        .expect("tracked spawn");
+                }
+                wait_parked(&parked, n).await;
+                let start = Instant::now();
+                let report = tasks.shutdown_now();
+                while tasks.task_count() != 0 {
+                    tokio::task::yield_now().await;
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(
+                    report.aborted + report.leaked,
+                    n as u64,
+                    "every task aborted or still being destroyed"
+                );
+                elapsed
+            }
+        }
+    }
+}
+
+/// The benchmark groups: name, sizes, functions, paired (tracked, baseline)
+/// comparisons and paired rounds.
+struct Suite {
+    group: &'static str,
+    sizes: &'static [usize],
+    cases: &'static [Case],
+    heavy: bool,
+}
+
+const SUITES: [Suite; 3] = [
+    Suite {
+        group: SPAWN_COMPLETION,
+        sizes: &SPAWN_SIZES,
+        cases: &[Case::RawSpawn, Case::TrackerSpawn, Case::GroupSpawn],
+        heavy: false,
+    },
+    Suite {
+        group: GRACEFUL_SHUTDOWN,
+        sizes: &GRACEFUL_SIZES,
+        cases: &[Case::RawGraceful, Case::GroupGraceful],
+        heavy: true,
+    },
+    Suite {
+        group: SHUTDOWN_NOW,
+        sizes: &SHUTDOWN_NOW_SIZES,
+        cases: &[Case::RawAbort, Case::GroupAbort],
+        heavy: true,
+    },
+];
+
+fn bench_suites(c: &mut Criterion) {
+    for suite in &SUITES {
+        let mut group = c.benchmark_group(suite.group);
+        if suite.heavy {
+            group
+                .sample_size(HEAVY_SAMPLE_SIZE)
+                .sampling_mode(SamplingMode::Flat);
+        }
+        for &n in suite.sizes {
+            for &case in suite.cases {
+                // A fresh runtime per function, built outside the timed region.
+                let rt = runtime();
+                let root = root_group(&rt);
+                group.bench_with_input(BenchmarkId::new(case.function(), n), &n, |b, &n| {
+                    b.iter_custom(|iters| {
+                        let root = root.clone();
+                        on_worker(&rt, async move {
+                            let mut total = Duration::ZERO;
+                            for _ in 0..iters {
+                                total += case.run(n, root.clone()).await;
+                            }
+                            total
+                        })
+                    });
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+/// A paired comparison: the median of per-round `tracked / baseline`.
+struct Paired {
+    key: String,
+    median: f64,
+    rounds: usize,
+    /// Median timed section of each side (tracked, baseline), in ns.
+    tracked_ns: f64,
+    baseline_ns: f64,
+}
+
+fn paired_rounds(n: usize) -> usize {
+    match n {
+        0..=1_000 => 101,
+        1_001..=10_000 => 41,
+        _ => 11,
+    }
+}
+
+/// Runs `tracked` and `baseline` alternately (order flipping each round) on
+/// one runtime and returns the median per-round ratio.
+fn paired(group: &str, n: usize, tracked: Case, baseline: Case) -> Paired {
+    let rt = runtime();
+    let root = root_group(&rt);
+    let rounds = paired_rounds(n);
+    let mut ratios = on_worker(&rt, async move {
+        // Warm both paths once.
+        baseline.run(n, root.clone()).await;
+        tracked.run(n, root.clone()).await;
+        let mut ratios = Vec::with_capacity(rounds);
+        let mut sides = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let (t, b) = if round % 2 == 0 {
+                let b = baseline.run(n, root.clone()).await;
+                (tracked.run(n, root.clone()).await, b)
+            } else {
+                let t = tracked.run(n, root.clone()).await;
+                (t, baseline.run(n, root.clone()).await)
+            };
+            ratios.push(t.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE));
+            sides.push((t, b));
+        }
+        (ratios, sides)
+    });
+    let (mut ratios, sides) = ratios;
+    ratios.sort_by(f64::total_cmp);
+    let median_ns = |pick: fn(&(Duration, Duration)) -> Duration| {
+        let mut values: Vec<f64> = sides
+            .iter()
+            .map(|side| pick(side).as_nanos() as f64)
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    Paired {
+        key: format!(
+            "{group}/{n}: {} / {}",
+            tracked.function(),
+            baseline.function()
+        ),
+        median: ratios[ratios.len() / 2],
+        rounds,
+        tracked_ns: median_ns(|side| side.0),
+        baseline_ns: median_ns(|side| side.1),
+    }
+}
+
+fn paired_pass() -> Vec<Paired> {
+    let mut results = Vec::new();
     for n in SPAWN_SIZES {
-        let rt = runtime();
-        group.bench_with_input(BenchmarkId::new(RAW_SPAWN, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let start = Instant::now();
-                        let handles: Vec<JoinHandle<()>> =
-                            (0..n).map(|_| tokio::spawn(async {})).collect();
-                        for handle in handles {
-                            handle.await.expect("raw task");
-                        }
-                        total += start.elapsed();
-                    }
-                    total
-                })
-            });
-        });
-        drop(rt);
-
-        let rt = runtime();
-        group.bench_with_input(BenchmarkId::new(TRACKER_SPAWN, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let start = Instant::now();
-                        let tracker = TaskTracker::new();
-                        for _ in 0..n {
-                            drop(tracker.spawn(async {}));
-                        }
-                        tracker.close();
-                        tracker.wait().await;
-                        total += start.elapsed();
-                    }
-                    total
-                })
-            });
-        });
-        drop(rt);
-
-        let rt = runtime();
-        let root = root_group(&rt);
-        group.bench_with_input(BenchmarkId::new(GROUP_SPAWN, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                let root = root.clone();
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let tasks = root.try_child("spawn-completion").expect("child group");
-                        let start = Instant::now();
-                        for _ in 0..n {
-                            tasks
-                                .spawn("bench-task", TaskKind::Worker, async {})
-                                .expect("tracked spawn");
-                        }
-                        let report = tasks.shutdown(Duration::from_secs(30)).await;
-                        total += start.elapsed();
-                        assert_eq!(report.completed, n as u64, "every task completed");
-                        assert!(report.is_healthy(), "healthy report");
-                    }
-                    total
-                })
-            });
-        });
-        drop(root);
-        drop(rt);
+        results.push(paired(
+            SPAWN_COMPLETION,
+            n,
+            Case::GroupSpawn,
+            Case::RawSpawn,
+        ));
+        results.push(paired(
+            SPAWN_COMPLETION,
+            n,
+            Case::GroupSpawn,
+            Case::TrackerSpawn,
+        ));
     }
-    group.finish();
-}
-
-fn bench_graceful_shutdown(c: &mut Criterion) {
-    let mut group = c.benchmark_group(GRACEFUL_SHUTDOWN);
-    group
-        .sample_size(HEAVY_SAMPLE_SIZE)
-        .sampling_mode(SamplingMode::Flat);
     for n in GRACEFUL_SIZES {
-        let rt = runtime();
-        group.bench_with_input(BenchmarkId::new(RAW_GRACEFUL, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let token = CancellationToken::new();
-                        let tracker = TaskTracker::new();
-                        let parked = Arc::new(AtomicUsize::new(0));
-                        for _ in 0..n {
-                            drop(tracker.spawn(idle_service(token.clone(), Arc::clone(&parked))));
-                        }
-                        wait_parked(&parked, n).await;
-
-                        let start = Instant::now();
-                        token.cancel();
-                        tracker.close();
-                        tracker.wait().await;
-                        total += start.elapsed();
-                    }
-                    total
-                })
-            });
-        });
-        drop(rt);
-
-        let rt = runtime();
-        let root = root_group(&rt);
-        group.bench_with_input(BenchmarkId::new(GROUP_GRACEFUL, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                let root = root.clone();
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let services = root.try_child("graceful").expect("child group");
-                        let token = services.cancellation_token();
-                        let parked = Arc::new(AtomicUsize::new(0));
-                        for _ in 0..n {
-                            services
-                                .spawn_service(
-                                    "idle",
-                                    idle_service(token.clone(), Arc::clone(&parked)),
-                                )
-                                .expect("tracked spawn");
-                        }
-                        wait_parked(&parked, n).await;
-
-                        let start = Instant::now();
-                        let report = services.shutdown(Duration::from_secs(60)).await;
-                        total += start.elapsed();
-                        assert_eq!(report.completed, n as u64, "every service returned");
-                        assert!(report.is_healthy(), "healthy report");
-                    }
-                    total
-                })
-            });
-        });
-        drop(root);
-        drop(rt);
+        results.push(paired(
+            GRACEFUL_SHUTDOWN,
+            n,
+            Case::GroupGraceful,
+            Case::RawGraceful,
+        ));
     }
-    group.finish();
-}
-
-fn bench_shutdown_now(c: &mut Criterion) {
-    let mut group = c.benchmark_group(SHUTDOWN_NOW);
-    group
-        .sample_size(HEAVY_SAMPLE_SIZE)
-        .sampling_mode(SamplingMode::Flat);
     for n in SHUTDOWN_NOW_SIZES {
-        let rt = runtime();
-        group.bench_with_input(BenchmarkId::new(RAW_ABORT, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let parked = Arc::new(AtomicUsize::new(0));
-                        let handles: Vec<JoinHandle<()>> = (0..n)
-                            .map(|_| tokio::spawn(pending_task(Arc::clone(&parked))))
-                            .collect();
-                        wait_parked(&parked, n).await;
-
-                        let start = Instant::now();
-                        for handle in &handles {
-                            handle.abort();
-                        }
-                        let mut cancelled = 0usize;
-                        for handle in handles {
-                            cancelled += usize::from(handle.await.is_err());
-                        }
-                        total += start.elapsed();
-                        assert_eq!(cancelled, n, "every raw task aborted");
-                    }
-                    total
-                })
-            });
-        });
-        drop(rt);
-
-        let rt = runtime();
-        let root = root_group(&rt);
-        group.bench_with_input(BenchmarkId::new(GROUP_ABORT, n), &n, |b, &n| {
-            b.iter_custom(|iters| {
-                let root = root.clone();
-                on_worker(&rt, async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let tasks = root.try_child("shutdown-now").expect("child group");
-                        let parked = Arc::new(AtomicUsize::new(0));
-                        for _ in 0..n {
-                            tasks
-                                .spawn(
-                                    "pending",
-                                    TaskKind::Worker,
-                                    pending_task(Arc::clone(&parked)),
-                                )
-                                .expect("tracked spawn");
-                        }
-                        wait_parked(&parked, n).await;
-
-                        let start = Instant::now();
-                        let report = tasks.shutdown_now();
-                        while tasks.task_count() != 0 {
-                            tokio::task::yield_now().await;
-                        }
-                        total += start.elapsed();
-                        assert_eq!(
-                            report.aborted + report.leaked,
-                            n as u64,
-                            "every task aborted or still being destroyed"
-                        );
-                    }
-                    total
-                })
-            });
-        });
-        drop(root);
-        drop(rt);
+        results.push(paired(SHUTDOWN_NOW, n, Case::GroupAbort, Case::RawAbort));
     }
-    group.finish();
+    results
 }
 
 /// `CARGO_TARGET_DIR` or `target`.
@@ -363,127 +446,98 @@ fn mean_ns(group: &str, function: &str, size: usize, run_started: SystemTime) ->
     estimates["mean"]["point_estimate"].as_f64()
 }
 
-/// `numerator / denominator` of two benchmark means.
-struct Ratio {
-    key: String,
-    numerator: String,
-    denominator: String,
-}
+/// The overhead targets, judged on the paired medians.
+const TARGETS: [(&str, f64); 4] = [
+    (
+        "spawn_completion/10000: task_group_spawn / raw_tokio_spawn_join",
+        1.3,
+    ),
+    (
+        "spawn_completion/10000: task_group_spawn / tokio_util_task_tracker",
+        1.0,
+    ),
+    (
+        "graceful_shutdown/100000: task_group_shutdown / raw_token_tracker",
+        1.5,
+    ),
+    (
+        "shutdown_now/10000: task_group_shutdown_now / raw_abort_join",
+        1.5,
+    ),
+];
 
-fn ratio(group: &str, size: usize, tracked: &str, baseline: &str) -> Ratio {
-    Ratio {
-        key: format!("{group}/{size}: {tracked} / {baseline}"),
-        numerator: format!("{group}/{tracked}/{size}"),
-        denominator: format!("{group}/{baseline}/{size}"),
-    }
-}
-
-/// Reads this run's estimates, prints the ratios and writes the JSON summary.
-fn write_summary(run_started: SystemTime) {
-    let benches: Vec<(&str, &str, usize)> = SPAWN_SIZES
-        .iter()
-        .flat_map(|&n| [RAW_SPAWN, TRACKER_SPAWN, GROUP_SPAWN].map(|f| (SPAWN_COMPLETION, f, n)))
-        .chain(
-            GRACEFUL_SIZES
-                .iter()
-                .flat_map(|&n| [RAW_GRACEFUL, GROUP_GRACEFUL].map(|f| (GRACEFUL_SHUTDOWN, f, n))),
-        )
-        .chain(
-            SHUTDOWN_NOW_SIZES
-                .iter()
-                .flat_map(|&n| [RAW_ABORT, GROUP_ABORT].map(|f| (SHUTDOWN_NOW, f, n))),
-        )
-        .collect();
-
+/// Prints the ratios and writes the JSON summary.
+fn write_summary(run_started: SystemTime, paired: &[Paired]) {
     let mut estimates = Map::new();
-    let mut missing = Vec::new();
-    for &(group, function, size) in &benches {
-        let key = format!("{group}/{function}/{size}");
-        match mean_ns(group, function, size, run_started) {
-            Some(mean) => {
-                estimates.insert(key, json!(mean));
+    for suite in &SUITES {
+        for &n in suite.sizes {
+            for &case in suite.cases {
+                if let Some(mean) = mean_ns(suite.group, case.function(), n, run_started) {
+                    estimates.insert(
+                        format!("{}/{}/{n}", suite.group, case.function()),
+                        json!(mean),
+                    );
+                }
             }
-            None => missing.push(key),
         }
     }
-    if estimates.is_empty() {
-        println!("no Criterion estimates from this run: task_group_lifecycle.json not written");
-        return;
-    }
-
-    let mut ratios_wanted = Vec::new();
-    for n in SPAWN_SIZES {
-        ratios_wanted.push(ratio(SPAWN_COMPLETION, n, GROUP_SPAWN, RAW_SPAWN));
-        ratios_wanted.push(ratio(SPAWN_COMPLETION, n, GROUP_SPAWN, TRACKER_SPAWN));
-    }
-    for n in GRACEFUL_SIZES {
-        ratios_wanted.push(ratio(GRACEFUL_SHUTDOWN, n, GROUP_GRACEFUL, RAW_GRACEFUL));
-    }
-    for n in SHUTDOWN_NOW_SIZES {
-        ratios_wanted.push(ratio(SHUTDOWN_NOW, n, GROUP_ABORT, RAW_ABORT));
-    }
-    // The overhead targets the runtime path must meet.
-    let targets = [
-        (ratio(SPAWN_COMPLETION, 10_000, GROUP_SPAWN, RAW_SPAWN), 1.3),
-        (
-            ratio(SPAWN_COMPLETION, 10_000, GROUP_SPAWN, TRACKER_SPAWN),
-            1.0,
-        ),
-        (
-            ratio(GRACEFUL_SHUTDOWN, 100_000, GROUP_GRACEFUL, RAW_GRACEFUL),
-            1.5,
-        ),
-        (ratio(SHUTDOWN_NOW, 10_000, GROUP_ABORT, RAW_ABORT), 1.5),
-    ];
-
-    let value_of = |spec: &Ratio| -> Option<f64> {
-        let numerator = estimates.get(&spec.numerator)?.as_f64()?;
-        let denominator = estimates.get(&spec.denominator)?.as_f64()?;
-        (denominator > 0.0).then(|| numerator / denominator)
-    };
-
-    let mut ratios = Map::new();
-    println!("\ntask_group_lifecycle ratios (mean / mean):");
-    for spec in &ratios_wanted {
-        if let Some(value) = value_of(spec) {
-            println!("  {:<66} {value:.3}", spec.key);
-            ratios.insert(spec.key.clone(), json!(value));
+    let mut criterion_ratios = Map::new();
+    let mut paired_ratios = Map::new();
+    println!("\ntask_group_lifecycle ratios (paired median; Criterion mean/mean):");
+    for result in paired {
+        let (group, rest) = result.key.split_once(": ").unwrap_or((&result.key, ""));
+        let (tracked, baseline) = rest.split_once(" / ").unwrap_or((rest, ""));
+        let (group, size) = group.split_once('/').unwrap_or((group, ""));
+        let mean = |function: &str| {
+            estimates
+                .get(&format!("{group}/{function}/{size}"))?
+                .as_f64()
+        };
+        let criterion = mean(tracked).zip(mean(baseline)).map(|(t, b)| t / b);
+        match criterion {
+            Some(value) => {
+                println!(
+                    "  {:<70} {:.3} ({} rounds); {value:.3}",
+                    result.key, result.median, result.rounds
+                );
+                criterion_ratios.insert(result.key.clone(), json!(value));
+            }
+            None => println!(
+                "  {:<70} {:.3} ({} rounds)",
+                result.key, result.median, result.rounds
+            ),
         }
-    }
-    let mut target_results = Vec::new();
-    println!("targets:");
-    for (spec, limit) in &targets {
-        if let Some(value) = value_of(spec) {
-            let met = value <= *limit;
-            let verdict = if met { "met" } else { "MISSED" };
-            println!("  {:<66} {value:.3} <= {limit:.2}: {verdict}", spec.key);
-            target_results.push(json!({
-                "ratio": spec.key,
-                "value": value,
-                "limit": limit,
-                "met": met,
-            }));
-        }
-    }
-
-    if !missing.is_empty() {
-        println!(
-            "not writing task_group_lifecycle.json: no estimate from this run for {} benchmark(s) ({})",
-            missing.len(),
-            missing.join(", ")
+        paired_ratios.insert(
+            result.key.clone(),
+            json!({"median": result.median, "rounds": result.rounds}),
         );
+    }
+    let mut targets = Vec::new();
+    println!("targets (paired median):");
+    for (key, limit) in TARGETS {
+        if let Some(result) = paired.iter().find(|result| result.key == key) {
+            let met = result.median <= limit;
+            println!(
+                "  {key:<70} {:.3} <= {limit:.2}: {}",
+                result.median,
+                if met { "met" } else { "MISSED" }
+            );
+            targets.push(json!({"ratio": key, "value": result.median, "limit": limit, "met": met}));
+        }
+    }
+    if paired.is_empty() && estimates.is_empty() {
+        println!("nothing measured in this run: task_group_lifecycle.json not written");
         return;
     }
-
     let summary = json!({
         "bench": "task_group_lifecycle_bench",
         "unit": "ns",
-        "statistic": "mean.point_estimate",
         "runtime": "tokio multi-thread, 2 workers; spawning from a worker task",
         "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "estimates": estimates,
-        "ratios": ratios,
-        "targets": target_results,
+        "criterion_means": estimates,
+        "criterion_ratios": criterion_ratios,
+        "paired_median_ratios": paired_ratios,
+        "targets": targets,
     });
     let dir = target_dir().join("runtime-measurements");
     let path = dir.join("task_group_lifecycle.json");
@@ -499,12 +553,19 @@ fn write_json(dir: &Path, path: &Path, summary: &Value) -> std::io::Result<()> {
     std::fs::write(path, text + "\n")
 }
 
+/// True when Criterion only lists or smoke-tests the benches.
+fn quick_mode() -> bool {
+    std::env::args().any(|arg| arg == "--test" || arg == "--list")
+}
+
 fn main() {
     let run_started = SystemTime::now();
     let mut criterion = Criterion::default().configure_from_args();
-    bench_spawn_completion(&mut criterion);
-    bench_graceful_shutdown(&mut criterion);
-    bench_shutdown_now(&mut criterion);
+    bench_suites(&mut criterion);
     criterion.final_summary();
-    write_summary(run_started);
+    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+        return;
+    }
+    let paired = paired_pass();
+    write_summary(run_started, &paired);
 }

@@ -68,19 +68,25 @@ impl TreeShared {
 }
 
 /// The shared state behind every clone of one [`TaskGroup`].
+///
+/// `repr(C)` with the gate first: every task clones this `Arc` and takes the
+/// gate lock, so the reference counts, the lock and the task-table header
+/// share one cache line instead of bouncing two between the spawning and the
+/// completing core.
+#[repr(C)]
 pub(crate) struct GroupInner {
+    gate: Gate<AbortHandle, GroupInner>,
+    idle_watchers: AtomicUsize,
+    settle_watchers: AtomicUsize,
     id: TaskGroupId,
     name: Arc<str>,
     parent: Option<Arc<GroupInner>>,
     tree: Arc<TreeShared>,
     token: CancellationToken,
-    gate: Gate<AbortHandle, GroupInner>,
     deadline: Mutex<Option<Instant>>,
     deadline_changed: Notify,
     idle: Notify,
-    idle_watchers: AtomicUsize,
     settled: Notify,
-    settle_watchers: AtomicUsize,
     local: OnceLock<Arc<LocalSettlement>>,
     local_settled: Notify,
     report: OnceLock<ShutdownReport>,

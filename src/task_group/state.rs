@@ -30,6 +30,9 @@ pub(crate) const CLOSING: u8 = 1;
 pub(crate) const CLOSED: u8 = 2;
 pub(crate) const COMPLETED: u8 = 3;
 
+/// Records aborted per gate acquisition by [`Gate::abort_matching`].
+const ABORT_BATCH: u32 = 256;
+
 /// Why the gate refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -50,6 +53,27 @@ pub(crate) struct SettleCounters {
     pub(crate) deadline_aborted_settled: u64,
     /// `component(...)` answers with a closed group while shutting down.
     pub(crate) closed_component_requests: u64,
+    /// Live records whose abort was requested (destruction unconfirmed).
+    pub(crate) live_abort_requested: u64,
+}
+
+/// Marks `record` aborted (once) and aborts it. Returns true if this is the
+/// first request for it.
+fn request_abort<H: AbortTarget>(
+    record: &mut TaskRecord<H>,
+    counters: &mut SettleCounters,
+    by_deadline: bool,
+) -> bool {
+    let newly = !record.abort_requested;
+    if newly {
+        record.abort_requested = true;
+        record.deadline_aborted = by_deadline;
+        counters.live_abort_requested += 1;
+    }
+    if let Some(handle) = &record.handle {
+        handle.abort();
+    }
+    newly
 }
 
 /// What a settlement changed, acted on after the lock is released.
@@ -61,6 +85,7 @@ pub(crate) struct SettleEffect {
 }
 
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct GateInner<H, C> {
     pub(crate) table: TaskTable<H>,
     pub(crate) counters: SettleCounters,
@@ -68,8 +93,10 @@ pub(crate) struct GateInner<H, C> {
     pub(crate) children: HashMap<TaskGroupId, Weak<C>>,
 }
 
-/// Admission state + task table + child links of one group.
+/// Admission state + task table + child links of one group (`repr(C)`: the
+/// lock and the table header lead, see `GroupInner`).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Gate<H, C> {
     inner: Mutex<GateInner<H, C>>,
     phase: AtomicU8,
@@ -145,13 +172,10 @@ impl<H: AbortTarget, C> Gate<H, C> {
 
     /// Requests an abort; true iff the task is still registered.
     pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
-        let mut inner = self.inner.lock();
+        let inner = &mut *self.inner.lock();
         match inner.table.get_mut(slot, seq) {
             Some(record) => {
-                record.abort_requested = true;
-                if let Some(handle) = &record.handle {
-                    handle.abort();
-                }
+                request_abort(record, &mut inner.counters, false);
                 true
             }
             None => false,
@@ -161,27 +185,38 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// Aborts every registered task matching `filter`; with `by_deadline`
     /// the tasks not already aborted are marked as deadline aborts. Returns
     /// how many tasks were newly aborted.
+    ///
+    /// The table is walked in batches, releasing the gate in between so the
+    /// aborted tasks can settle concurrently. Every task registered when the
+    /// call starts is aborted; on a sealed gate (the shutdown paths) that is
+    /// every task.
     pub(crate) fn abort_matching(
         &self,
         by_deadline: bool,
         mut filter: impl FnMut(&TaskRecord<H>) -> bool,
     ) -> usize {
-        let mut inner = self.inner.lock();
         let mut newly = 0;
-        for record in inner.table.iter_mut() {
-            if !filter(record) {
-                continue;
+        let mut next: u32 = 0;
+        let last_seq = self.inner.lock().table.last_seq();
+        loop {
+            let inner = &mut *self.inner.lock();
+            let end = inner
+                .table
+                .high_water()
+                .min(next.saturating_add(ABORT_BATCH));
+            for record in inner.table.records_mut(next..end) {
+                if record.seq <= last_seq
+                    && filter(record)
+                    && request_abort(record, &mut inner.counters, by_deadline)
+                {
+                    newly += 1;
+                }
             }
-            if !record.abort_requested {
-                newly += 1;
-                record.deadline_aborted = by_deadline;
+            if end >= inner.table.high_water() {
+                return newly;
             }
-            record.abort_requested = true;
-            if let Some(handle) = &record.handle {
-                handle.abort();
-            }
+            next = end;
         }
-        newly
     }
 
     pub(crate) fn contains(&self, slot: u32, seq: u64) -> bool {
@@ -205,6 +240,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
             TaskResult::Cancelled => counters.cancelled += 1,
             TaskResult::Aborted => counters.aborted += 1,
             TaskResult::Panicked => counters.panicked += 1,
+        }
+        if record.abort_requested {
+            counters.live_abort_requested -= 1;
         }
         if record.deadline_aborted {
             counters.deadline_aborted_settled += 1;

@@ -73,6 +73,7 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
                 gate.with_inner(|inner| {
                     assert_eq!(inner.counters.aborted, 1);
                     assert_eq!(inner.counters.deadline_aborted_settled, 1);
+                    assert_eq!(inner.counters.live_abort_requested, 0);
                 });
             }
             None => {
@@ -111,7 +112,10 @@ fn loom_abort_racing_handle_installation_is_honoured() {
         let effect = gate.settle(slot, seq, TaskResult::Aborted);
         assert!(effect.found);
         assert!(!gate.abort(slot, seq));
-        gate.with_inner(|inner| assert_eq!(inner.counters.aborted, 1));
+        gate.with_inner(|inner| {
+            assert_eq!(inner.counters.aborted, 1);
+            assert_eq!(inner.counters.live_abort_requested, 0);
+        });
     });
 }
 

@@ -345,7 +345,7 @@ fn paired(group: &str, n: usize, tracked: Case, baseline: Case) -> Paired {
     let rt = runtime();
     let root = root_group(&rt);
     let rounds = paired_rounds(n);
-    let mut ratios = on_worker(&rt, async move {
+    let ratios = on_worker(&rt, async move {
         // Warm both paths once.
         baseline.run(n, root.clone()).await;
         tracked.run(n, root.clone()).await;
@@ -388,31 +388,46 @@ fn paired(group: &str, n: usize, tracked: Case, baseline: Case) -> Paired {
 }
 
 fn paired_pass() -> Vec<Paired> {
+    // `ROCKETMQ_BENCH_PAIRED=spawn_completion,shutdown_now` limits the pass.
+    let only = std::env::var("ROCKETMQ_BENCH_PAIRED").ok();
+    let wanted = |group: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|g| g == group))
+    };
     let mut results = Vec::new();
-    for n in SPAWN_SIZES {
-        results.push(paired(
+    let pairs = [
+        (
             SPAWN_COMPLETION,
-            n,
+            &SPAWN_SIZES[..],
             Case::GroupSpawn,
             Case::RawSpawn,
-        ));
-        results.push(paired(
+        ),
+        (
             SPAWN_COMPLETION,
-            n,
+            &SPAWN_SIZES[..],
             Case::GroupSpawn,
             Case::TrackerSpawn,
-        ));
-    }
-    for n in GRACEFUL_SIZES {
-        results.push(paired(
+        ),
+        (
             GRACEFUL_SHUTDOWN,
-            n,
+            &GRACEFUL_SIZES[..],
             Case::GroupGraceful,
             Case::RawGraceful,
-        ));
-    }
-    for n in SHUTDOWN_NOW_SIZES {
-        results.push(paired(SHUTDOWN_NOW, n, Case::GroupAbort, Case::RawAbort));
+        ),
+        (
+            SHUTDOWN_NOW,
+            &SHUTDOWN_NOW_SIZES[..],
+            Case::GroupAbort,
+            Case::RawAbort,
+        ),
+    ];
+    for (group, sizes, tracked, baseline) in pairs {
+        if !wanted(group) {
+            continue;
+        }
+        for &n in sizes {
+            results.push(paired(group, n, tracked, baseline));
+        }
     }
     results
 }
@@ -507,9 +522,18 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
                 result.key, result.median, result.rounds
             ),
         }
+        println!(
+            "      median timed section: tracked {:.0} ns, baseline {:.0} ns",
+            result.tracked_ns, result.baseline_ns
+        );
         paired_ratios.insert(
             result.key.clone(),
-            json!({"median": result.median, "rounds": result.rounds}),
+            json!({
+                "median": result.median,
+                "rounds": result.rounds,
+                "tracked_median_ns": result.tracked_ns,
+                "baseline_median_ns": result.baseline_ns,
+            }),
         );
     }
     let mut targets = Vec::new();

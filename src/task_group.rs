@@ -292,13 +292,7 @@ impl TaskGroup {
 
     /// Live direct child groups.
     pub fn component_count(&self) -> usize {
-        self.inner.gate.with_inner(|inner| {
-            inner
-                .children
-                .values()
-                .filter(|child| child.strong_count() > 0)
-                .count()
-        })
+        self.inner.gate.component_count()
     }
 
     /// True iff `id` was issued by this group (even if the task finished).

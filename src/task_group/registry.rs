@@ -29,7 +29,8 @@ pub(crate) struct TaskRecord<H> {
     pub(crate) name: TaskName,
     pub(crate) kind: TaskKind,
     pub(crate) started: Instant,
-    /// Installed after the task is handed to Tokio (outside the gate).
+    /// Installed after the task is handed to Tokio (outside the gate);
+    /// taken (and used outside the gate) by the first abort request.
     pub(crate) handle: Option<H>,
     /// An abort was requested; honoured when the handle is installed.
     pub(crate) abort_requested: bool,
@@ -44,18 +45,20 @@ enum Slot<H> {
 }
 
 const NO_FREE: u32 = u32::MAX;
+/// Live records one table can index (the gate packs a shard index beside
+/// the slot in a `u32`).
+pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// Slots per chunk. Chunks never move, so growing the table never copies
-/// live records.
-const CHUNK_SLOTS: usize = 64;
+/// live records. 15 records of 64 bytes keep a chunk under 1 KiB, the size
+/// from which glibc's allocator starts consolidating freed blocks.
+const CHUNK_SLOTS: usize = 15;
 /// Chunks an idle table keeps allocated.
-const IDLE_RETAINED_CHUNKS: usize = 2;
+const IDLE_RETAINED_CHUNKS: usize = 1;
 
 /// Chunked slab of live task records with a free list.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct TaskTable<H> {
-    /// Written on every spawn: first, next to the gate lock.
-    next_seq: u64,
     len: usize,
     /// Slots handed out since the table was last empty.
     high_water: u32,
@@ -71,7 +74,6 @@ impl<H> TaskTable<H> {
             len: 0,
             high_water: 0,
             free_head: NO_FREE,
-            next_seq: 1,
         }
     }
 
@@ -99,15 +101,15 @@ impl<H> TaskTable<H> {
             .map(|chunk| &mut chunk[slot % CHUNK_SLOTS])
     }
 
-    /// Inserts a record and returns `(seq, slot)`, or `None` when the table
-    /// already holds `u32::MAX - 1` live tasks.
+    /// Inserts a record with the caller's (group-unique) `seq` and returns
+    /// its slot, or `None` when the table holds `MAX_SLOTS` live tasks.
     pub(crate) fn insert(
         &mut self,
+        seq: u64,
         name: TaskName,
         kind: TaskKind,
         started: Instant,
-    ) -> Option<(u64, u32)> {
-        let seq = self.next_seq;
+    ) -> Option<u32> {
         let record = TaskRecord {
             seq,
             name,
@@ -128,7 +130,7 @@ impl<H> TaskTable<H> {
             slot
         } else {
             let slot = self.high_water;
-            if slot == NO_FREE {
+            if slot >= MAX_SLOTS {
                 return None;
             }
             let index = slot as usize;
@@ -143,9 +145,8 @@ impl<H> TaskTable<H> {
             self.high_water += 1;
             slot
         };
-        self.next_seq += 1;
         self.len += 1;
-        Some((seq, slot))
+        Some(slot)
     }
 
     pub(crate) fn get_mut(&mut self, slot: u32, seq: u64) -> Option<&mut TaskRecord<H>> {
@@ -191,11 +192,6 @@ impl<H> TaskTable<H> {
         self.high_water
     }
 
-    /// The sequence of the newest record ever inserted (0 if none).
-    pub(crate) fn last_seq(&self) -> u64 {
-        self.next_seq - 1
-    }
-
     /// Live records whose slot index lies in `range`.
     pub(crate) fn records_mut(
         &mut self,
@@ -238,9 +234,12 @@ mod tests {
     use super::*;
 
     fn insert(table: &mut TaskTable<()>) -> (u64, u32) {
-        table
-            .insert(TaskName::from("t"), TaskKind::Worker, Instant::now())
-            .expect("room")
+        thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
+        let seq = NEXT.with(|next| next.replace(next.get() + 1));
+        let slot = table
+            .insert(seq, TaskName::from("t"), TaskKind::Worker, Instant::now())
+            .expect("room");
+        (seq, slot)
     }
 
     #[test]
@@ -251,6 +250,7 @@ mod tests {
         assert!(table.remove(first.1, first.0).is_some());
         let third = insert(&mut table);
         assert_eq!(third.1, first.1, "the freed slot is reused");
+        assert!(third.0 > second.0);
         assert_ne!(third.0, first.0);
         assert!(
             !table.contains(first.1, first.0),
@@ -287,7 +287,6 @@ mod tests {
         }
         assert_eq!(seen, table.len());
         assert_eq!(table.iter().count(), table.len());
-        assert_eq!(table.last_seq(), keys.len() as u64);
         for (seq, slot) in keys.iter().skip(1).step_by(2) {
             assert!(table.remove(*slot, *seq).is_some());
         }

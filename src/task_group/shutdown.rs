@@ -155,30 +155,24 @@ impl GroupInner {
     fn local_report(&self, elapsed: Duration) -> ShutdownReport {
         let mut report = ShutdownReport::new(self.name.to_string(), elapsed);
         let now = Instant::now();
-        // Only the listed records are visited: the counts come from the
-        // table length and the gate counters, so a report of 10,000 leaked
+        // Only the listed records are copied: the counts come from the
+        // shard counters and table lengths, so a report of 10,000 leaked
         // tasks costs 64 snapshots, not a scan.
-        let counters = self.gate.with_inner(|inner| {
-            let leaked = inner.table.len() as u64;
-            let listed = inner
-                .table
-                .iter()
-                .take(ShutdownReport::REMAINING_TASKS_LIMIT);
-            for (slot, record) in listed {
-                report.push_remaining(TaskSnapshot {
-                    id: TaskId::new(self.id, record.seq, slot),
-                    name: record.name.clone(),
-                    group_id: self.id,
-                    group_name: Arc::clone(&self.name),
-                    kind: record.kind,
-                    state: TaskState::Leaked,
-                    elapsed: now.saturating_duration_since(record.started),
-                });
-            }
-            report.leaked = leaked;
-            report.remaining_tasks_omitted = leaked - report.remaining_tasks.len() as u64;
-            inner.counters
-        });
+        let snapshot = self.gate.snapshot(ShutdownReport::REMAINING_TASKS_LIMIT);
+        let counters = snapshot.counters;
+        for task in snapshot.listed {
+            report.push_remaining(TaskSnapshot {
+                id: TaskId::new(self.id, task.seq, task.slot),
+                name: task.name,
+                group_id: self.id,
+                group_name: Arc::clone(&self.name),
+                kind: task.kind,
+                state: TaskState::Leaked,
+                elapsed: now.saturating_duration_since(task.started),
+            });
+        }
+        report.leaked = snapshot.live;
+        report.remaining_tasks_omitted = snapshot.live - report.remaining_tasks.len() as u64;
         let unconfirmed_aborts = counters.live_abort_requested;
         report.completed = counters.completed;
         report.cancelled = counters.cancelled;
@@ -196,10 +190,10 @@ impl GroupInner {
                 "abort requested for {unconfirmed_aborts} tasks whose destruction is not yet confirmed"
             )));
         }
-        if counters.closed_component_requests > 0 {
+        let closed_component_requests = self.gate.closed_component_requests();
+        if closed_component_requests > 0 {
             report.annotations.push(ShutdownAnnotation::new(format!(
-                "{} component requests after admission closed received closed groups",
-                counters.closed_component_requests
+                "{closed_component_requests} component requests after admission closed received closed groups"
             )));
         }
         report

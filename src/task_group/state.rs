@@ -1,36 +1,49 @@
-//! The spawn gate: admission state and the task table under one lock.
+//! The spawn gate: admission state, sharded task tables and child links.
 //!
 //! | Phase | Registration | Set by |
 //! | --- | --- | --- |
 //! | `OPEN` | accepted (unless poisoned) | creation |
-//! | `CLOSING` | rejected with `Closed` | shutdown seal, under the gate |
+//! | `CLOSING` | rejected with `Closed` | shutdown seal |
 //! | `CLOSED` | rejected with `Closed` | shutdown, after the token is cancelled |
 //! | `COMPLETED` | rejected with `Closed` | shutdown, after the local settlement is cached |
 //!
-//! Poisoning is a separate flag: set once, under the gate, by the settlement
-//! of a task that panicked while the phase was `OPEN`.
+//! Poisoning is a separate flag: set once by the settlement of a task that
+//! panicked while the phase was `OPEN`.
 //!
-//! Every registration (task or child group) and every phase transition takes
-//! the same mutex, so a submission racing a shutdown is either registered
-//! before the seal (and then aborted or waited for by that shutdown) or
-//! rejected: never lost. The Tokio handoff happens after the lock is released;
-//! an abort requested before the abort handle is installed is recorded in the
-//! record and honoured by [`Gate::install`].
+//! The task table is split into [`SHARDS`] shards, each under its own lock, so
+//! the tasks settling on one core and the spawns on another rarely take the
+//! same lock. A task lives in shard `seq % SHARDS` for its whole life.
+//!
+//! Admission is still serialized with shutdown: a registration reads the
+//! phase while holding its shard's lock, and [`Gate::seal`] stores `CLOSING`
+//! and then acquires every shard lock (and the child-link lock) once. A
+//! registration that saw `OPEN` therefore finished before the seal passed its
+//! shard, and every later walk of the tables (aborts, reports) sees it; a
+//! registration after that sees `CLOSING`. A submission racing a shutdown is
+//! either registered and then waited for, or rejected: never lost.
+//!
+//! The Tokio handoff happens after the shard lock is released; an abort
+//! requested before the abort handle is installed is recorded in the record
+//! and honoured by [`Gate::install`]. Abort handles are used outside the
+//! locks: aborting wakes a task whose settlement needs its shard lock.
 
 use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use crate::loom::{AtomicBool, AtomicU8, Mutex, Ordering, Weak};
+use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
-use crate::task_group::registry::{AbortTarget, TaskRecord, TaskTable};
+use crate::task_group::registry::{AbortTarget, TaskRecord, TaskTable, MAX_SLOTS};
 
 pub(crate) const OPEN: u8 = 0;
 pub(crate) const CLOSING: u8 = 1;
 pub(crate) const CLOSED: u8 = 2;
 pub(crate) const COMPLETED: u8 = 3;
 
-/// Records aborted per gate acquisition by [`Gate::abort_matching`].
+/// Shards of a group's task table (a power of two).
+pub(crate) const SHARDS: usize = 8;
+
+/// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
 
 /// Why the gate refused a registration.
@@ -42,7 +55,7 @@ pub(crate) enum Refusal {
     Full,
 }
 
-/// Lifetime settlement counters of one group (read under the gate).
+/// Lifetime settlement counters (per shard; summed for reports).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct SettleCounters {
     pub(crate) completed: u64,
@@ -51,29 +64,19 @@ pub(crate) struct SettleCounters {
     pub(crate) panicked: u64,
     /// Tasks aborted by a shutdown deadline that have since settled.
     pub(crate) deadline_aborted_settled: u64,
-    /// `component(...)` answers with a closed group while shutting down.
-    pub(crate) closed_component_requests: u64,
     /// Live records whose abort was requested (destruction unconfirmed).
     pub(crate) live_abort_requested: u64,
 }
 
-/// Marks `record` aborted (once) and aborts it. Returns true if this is the
-/// first request for it.
-fn request_abort<H: AbortTarget>(
-    record: &mut TaskRecord<H>,
-    counters: &mut SettleCounters,
-    by_deadline: bool,
-) -> bool {
-    let newly = !record.abort_requested;
-    if newly {
-        record.abort_requested = true;
-        record.deadline_aborted = by_deadline;
-        counters.live_abort_requested += 1;
+impl SettleCounters {
+    fn add(&mut self, other: &SettleCounters) {
+        self.completed += other.completed;
+        self.cancelled += other.cancelled;
+        self.aborted += other.aborted;
+        self.panicked += other.panicked;
+        self.deadline_aborted_settled += other.deadline_aborted_settled;
+        self.live_abort_requested += other.live_abort_requested;
     }
-    if let Some(handle) = &record.handle {
-        handle.abort();
-    }
-    newly
 }
 
 /// What a settlement changed, acted on after the lock is released.
@@ -84,35 +87,105 @@ pub(crate) struct SettleEffect {
     pub(crate) poisoned_now: bool,
 }
 
+/// One shard: a task table and its counters, on its own cache lines.
 #[derive(Debug)]
-#[repr(C)]
-pub(crate) struct GateInner<H, C> {
-    pub(crate) table: TaskTable<H>,
-    pub(crate) counters: SettleCounters,
-    /// Weak child links keyed by group id.
-    pub(crate) children: HashMap<TaskGroupId, Weak<C>>,
+#[repr(align(64))]
+struct Shard<H> {
+    state: Mutex<ShardState<H>>,
 }
 
-/// Admission state + task table + child links of one group (`repr(C)`: the
-/// lock and the table header lead, see `GroupInner`).
 #[derive(Debug)]
-#[repr(C)]
+struct ShardState<H> {
+    table: TaskTable<H>,
+    counters: SettleCounters,
+}
+
+/// A listed live task, copied out of a shard for a report.
+#[derive(Debug)]
+pub(crate) struct ListedTask {
+    pub(crate) seq: u64,
+    pub(crate) slot: u32,
+    pub(crate) name: TaskName,
+    pub(crate) kind: TaskKind,
+    pub(crate) started: Instant,
+}
+
+/// Counters, live count and the first listed tasks of a whole gate.
+#[derive(Debug, Default)]
+pub(crate) struct GateSnapshot {
+    pub(crate) counters: SettleCounters,
+    pub(crate) live: u64,
+    pub(crate) listed: Vec<ListedTask>,
+}
+
+/// Admission state + sharded task tables + child links of one group.
+#[derive(Debug)]
 pub(crate) struct Gate<H, C> {
-    inner: Mutex<GateInner<H, C>>,
     phase: AtomicU8,
     poisoned: AtomicBool,
+    /// Registered tasks over all shards (idle detection without locks).
+    live: AtomicUsize,
+    next_seq: AtomicU64,
+    shards: Box<[Shard<H>]>,
+    children: Mutex<Children<C>>,
+}
+
+#[derive(Debug)]
+struct Children<C> {
+    links: HashMap<TaskGroupId, Weak<C>>,
+    /// `component(...)` answers with a closed group while shutting down.
+    closed_requests: u64,
+}
+
+/// Packs a shard-local slot and the shard index into a task's `slot`.
+fn pack(local: u32, shard: usize) -> u32 {
+    local * SHARDS as u32 + shard as u32
+}
+
+fn unpack(slot: u32) -> (u32, usize) {
+    (slot / SHARDS as u32, (slot % SHARDS as u32) as usize)
+}
+
+fn shard_of(seq: u64) -> usize {
+    (seq % SHARDS as u64) as usize
+}
+
+/// Marks `record` aborted (once) and takes its abort handle, which the
+/// caller uses after releasing the lock. Returns whether this is the first
+/// request.
+fn request_abort<H>(
+    record: &mut TaskRecord<H>,
+    counters: &mut SettleCounters,
+    by_deadline: bool,
+) -> (bool, Option<H>) {
+    let newly = !record.abort_requested;
+    if newly {
+        record.abort_requested = true;
+        record.deadline_aborted = by_deadline;
+        counters.live_abort_requested += 1;
+    }
+    (newly, record.handle.take())
 }
 
 impl<H: AbortTarget, C> Gate<H, C> {
     pub(crate) fn new(phase: u8) -> Self {
         Self {
-            inner: Mutex::new(GateInner {
-                table: TaskTable::new(),
-                counters: SettleCounters::default(),
-                children: HashMap::new(),
-            }),
             phase: AtomicU8::new(phase),
             poisoned: AtomicBool::new(false),
+            live: AtomicUsize::new(0),
+            next_seq: AtomicU64::new(1),
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    state: Mutex::new(ShardState {
+                        table: TaskTable::new(),
+                        counters: SettleCounters::default(),
+                    }),
+                })
+                .collect(),
+            children: Mutex::new(Children {
+                links: HashMap::new(),
+                closed_requests: 0,
+            }),
         }
     }
 
@@ -124,8 +197,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
         self.poisoned.load(Ordering::Acquire)
     }
 
+    /// Read while holding a shard or the child lock (see module docs).
     fn admission(&self) -> Result<(), Refusal> {
-        if self.phase.load(Ordering::Acquire) != OPEN {
+        if self.phase.load(Ordering::SeqCst) != OPEN {
             Err(Refusal::Closed)
         } else if self.poisoned.load(Ordering::Acquire) {
             Err(Refusal::Poisoned)
@@ -141,100 +215,128 @@ impl<H: AbortTarget, C> Gate<H, C> {
         kind: TaskKind,
         started: Instant,
     ) -> Result<(u64, u32), Refusal> {
-        let mut inner = self.inner.lock();
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let shard = shard_of(seq);
+        let mut state = self.shards[shard].state.lock();
         self.admission()?;
-        inner.table.insert(name, kind, started).ok_or(Refusal::Full)
+        let local = state
+            .table
+            .insert(seq, name, kind, started)
+            .ok_or(Refusal::Full)?;
+        self.live.fetch_add(1, Ordering::SeqCst);
+        Ok((seq, pack(local, shard)))
     }
 
     /// Registers a child link if the gate is open.
     pub(crate) fn register_child(&self, id: TaskGroupId, child: Weak<C>) -> Result<(), Refusal> {
-        let mut inner = self.inner.lock();
+        let mut children = self.children.lock();
         self.admission()?;
-        inner.children.insert(id, child);
+        children.links.insert(id, child);
         Ok(())
     }
 
     pub(crate) fn unregister_child(&self, id: TaskGroupId) {
-        self.inner.lock().children.remove(&id);
+        self.children.lock().links.remove(&id);
     }
 
     /// Installs the abort handle of a registered task, honouring an abort
     /// requested in between. A task that already settled drops the handle.
     pub(crate) fn install(&self, slot: u32, seq: u64, handle: H) {
-        let mut inner = self.inner.lock();
-        if let Some(record) = inner.table.get_mut(slot, seq) {
-            if record.abort_requested {
+        let (local, shard) = unpack(slot);
+        let mut state = self.shards[shard].state.lock();
+        match state.table.get_mut(local, seq) {
+            Some(record) if !record.abort_requested => record.handle = Some(handle),
+            Some(_) => {
+                drop(state);
                 handle.abort();
             }
-            record.handle = Some(handle);
+            None => {}
         }
     }
 
     /// Requests an abort; true iff the task is still registered.
     pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
-        let inner = &mut *self.inner.lock();
-        match inner.table.get_mut(slot, seq) {
-            Some(record) => {
-                request_abort(record, &mut inner.counters, false);
-                true
-            }
-            None => false,
+        let (local, shard) = unpack(slot);
+        let mut guard = self.shards[shard].state.lock();
+        let state = &mut *guard;
+        let Some(record) = state.table.get_mut(local, seq) else {
+            return false;
+        };
+        let (_, handle) = request_abort(record, &mut state.counters, false);
+        drop(guard);
+        if let Some(handle) = handle {
+            handle.abort();
         }
+        true
     }
 
     /// Aborts every registered task matching `filter`; with `by_deadline`
     /// the tasks not already aborted are marked as deadline aborts. Returns
     /// how many tasks were newly aborted.
     ///
-    /// The table is walked in batches, releasing the gate in between so the
-    /// aborted tasks can settle concurrently. Every task registered when the
-    /// call starts is aborted; on a sealed gate (the shutdown paths) that is
-    /// every task.
+    /// Each shard is walked in batches, and the handles are used after the
+    /// lock is released, so aborted tasks settle concurrently. Every task
+    /// registered when the call starts is aborted; on a sealed gate (the
+    /// shutdown paths) that is every task.
     pub(crate) fn abort_matching(
         &self,
         by_deadline: bool,
         mut filter: impl FnMut(&TaskRecord<H>) -> bool,
     ) -> usize {
+        let last_seq = self.next_seq.load(Ordering::SeqCst);
         let mut newly = 0;
-        let mut next: u32 = 0;
-        let last_seq = self.inner.lock().table.last_seq();
-        loop {
-            let inner = &mut *self.inner.lock();
-            let end = inner
-                .table
-                .high_water()
-                .min(next.saturating_add(ABORT_BATCH));
-            for record in inner.table.records_mut(next..end) {
-                if record.seq <= last_seq
-                    && filter(record)
-                    && request_abort(record, &mut inner.counters, by_deadline)
-                {
-                    newly += 1;
+        let mut handles = Vec::new();
+        for shard in self.shards.iter() {
+            let mut next: u32 = 0;
+            loop {
+                let mut guard = shard.state.lock();
+                let state = &mut *guard;
+                let end = state
+                    .table
+                    .high_water()
+                    .min(next.saturating_add(ABORT_BATCH));
+                for record in state.table.records_mut(next..end) {
+                    if record.seq < last_seq && filter(record) {
+                        let (first, handle) =
+                            request_abort(record, &mut state.counters, by_deadline);
+                        newly += usize::from(first);
+                        handles.extend(handle);
+                    }
                 }
+                let done = end >= state.table.high_water();
+                drop(guard);
+                for handle in handles.drain(..) {
+                    handle.abort();
+                }
+                if done {
+                    break;
+                }
+                next = end;
             }
-            if end >= inner.table.high_water() {
-                return newly;
-            }
-            next = end;
         }
+        newly
     }
 
     pub(crate) fn contains(&self, slot: u32, seq: u64) -> bool {
-        self.inner.lock().table.contains(slot, seq)
+        let (local, shard) = unpack(slot);
+        self.shards[shard].state.lock().table.contains(local, seq)
     }
 
+    /// Registered tasks (lock-free read).
     pub(crate) fn len(&self) -> usize {
-        self.inner.lock().table.len()
+        self.live.load(Ordering::SeqCst)
     }
 
     /// Removes a settled task and accounts its result (the future is already
     /// destroyed). Poisons the group if it panicked while open.
     pub(crate) fn settle(&self, slot: u32, seq: u64, result: TaskResult) -> SettleEffect {
-        let mut inner = self.inner.lock();
-        let Some(record) = inner.table.remove(slot, seq) else {
+        let (local, shard) = unpack(slot);
+        let mut guard = self.shards[shard].state.lock();
+        let state = &mut *guard;
+        let Some(record) = state.table.remove(local, seq) else {
             return SettleEffect::default();
         };
-        let counters = &mut inner.counters;
+        let counters = &mut state.counters;
         match result {
             TaskResult::Completed => counters.completed += 1,
             TaskResult::Cancelled => counters.cancelled += 1,
@@ -250,41 +352,88 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let poisoned_now = result == TaskResult::Panicked
             && self.phase.load(Ordering::Acquire) == OPEN
             && !self.poisoned.swap(true, Ordering::AcqRel);
+        // Counted before the live count drops: whoever sees the group idle
+        // sees every settled counter.
+        let idle = self.live.fetch_sub(1, Ordering::SeqCst) == 1;
+        // The record (name, abort handle) is dropped after the lock is
+        // released: completing tasks hold it only for the accounting.
+        drop(guard);
+        drop(record);
         SettleEffect {
             found: true,
-            idle: inner.table.len() == 0,
+            idle,
             poisoned_now,
         }
     }
 
-    /// Seals admission (`OPEN -> CLOSING`) and returns the live children.
+    /// Seals admission (`OPEN -> CLOSING`), waits out registrations that saw
+    /// `OPEN`, and returns the live children.
     pub(crate) fn seal(&self) -> Vec<crate::loom::Arc<C>> {
-        let inner = self.inner.lock();
-        if self.phase.load(Ordering::Acquire) == OPEN {
-            self.phase.store(CLOSING, Ordering::Release);
+        let children = self.children.lock();
+        let _ = self
+            .phase
+            .compare_exchange(OPEN, CLOSING, Ordering::SeqCst, Ordering::SeqCst);
+        for shard in self.shards.iter() {
+            drop(shard.state.lock());
         }
-        inner.children.values().filter_map(Weak::upgrade).collect()
+        children.links.values().filter_map(Weak::upgrade).collect()
     }
 
     /// Moves the phase forward to `to` (never backwards).
     pub(crate) fn advance(&self, to: u8) {
-        let _inner = self.inner.lock();
-        if self.phase.load(Ordering::Acquire) < to {
-            self.phase.store(to, Ordering::Release);
-        }
+        self.phase.fetch_max(to, Ordering::SeqCst);
     }
 
     pub(crate) fn live_children(&self) -> Vec<crate::loom::Arc<C>> {
-        let inner = self.inner.lock();
-        inner.children.values().filter_map(Weak::upgrade).collect()
+        let children = self.children.lock();
+        children.links.values().filter_map(Weak::upgrade).collect()
+    }
+
+    pub(crate) fn component_count(&self) -> usize {
+        let children = self.children.lock();
+        children
+            .links
+            .values()
+            .filter(|child| child.strong_count() > 0)
+            .count()
     }
 
     pub(crate) fn count_closed_component_request(&self) {
-        self.inner.lock().counters.closed_component_requests += 1;
+        self.children.lock().closed_requests += 1;
     }
 
-    /// Runs `f` over the counters and the live records under the gate.
-    pub(crate) fn with_inner<R>(&self, f: impl FnOnce(&GateInner<H, C>) -> R) -> R {
-        f(&self.inner.lock())
+    pub(crate) fn closed_component_requests(&self) -> u64 {
+        self.children.lock().closed_requests
+    }
+
+    /// Sums the counters and lists up to `limit` live tasks, each shard read
+    /// under its lock (counters and records of one shard are consistent).
+    pub(crate) fn snapshot(&self, limit: usize) -> GateSnapshot {
+        let mut snapshot = GateSnapshot::default();
+        for (index, shard) in self.shards.iter().enumerate() {
+            let state = shard.state.lock();
+            snapshot.counters.add(&state.counters);
+            snapshot.live += state.table.len() as u64;
+            let room = limit.saturating_sub(snapshot.listed.len());
+            snapshot
+                .listed
+                .extend(
+                    state
+                        .table
+                        .iter()
+                        .take(room)
+                        .map(|(local, record)| ListedTask {
+                            seq: record.seq,
+                            slot: pack(local, index),
+                            name: record.name.clone(),
+                            kind: record.kind,
+                            started: record.started,
+                        }),
+                );
+        }
+        snapshot
     }
 }
+
+// `MAX_SLOTS * SHARDS` must fit the packed `u32` slot.
+const _: () = assert!((MAX_SLOTS as u64) * (SHARDS as u64) <= u32::MAX as u64);

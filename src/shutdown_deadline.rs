@@ -10,13 +10,6 @@ use std::time::Duration;
 use serde::Serializer;
 use tokio::time::Instant;
 
-/// How long the relative waiting APIs (`OperationContext::wait`,
-/// `cancel_and_wait` and an interrupting `ServiceManager` shutdown) may wait
-/// past their deadline to confirm that aborted futures were destroyed.
-// Used by the operation and service-manager shutdown paths (in progress).
-#[allow(dead_code)]
-pub(crate) const ABORT_CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// How far in the future a deadline lands when `now + timeout` is not
 /// representable: about 30 years, the same horizon Tokio uses for "never".
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);

@@ -253,17 +253,6 @@ impl ShutdownReport {
         self.annotations.push(ShutdownAnnotation::new(message));
     }
 
-    /// Tasks of this node (not its children) that settled:
-    /// `completed + cancelled + aborted + panicked`.
-    // Used by task-group report assembly (in progress).
-    #[allow(dead_code)]
-    pub(crate) fn total_settled(&self) -> u64 {
-        self.completed
-            .saturating_add(self.cancelled)
-            .saturating_add(self.aborted)
-            .saturating_add(self.panicked)
-    }
-
     /// Every report of the tree, this one first, in pre-order; iterative.
     pub(crate) fn visit_iter(&self) -> impl Iterator<Item = &ShutdownReport> + '_ {
         PreOrder { stack: vec![self] }
@@ -444,19 +433,11 @@ mod tests {
     }
 
     #[test]
-    fn total_settled_counts_this_node_only() {
-        let mut child = ShutdownReport::new("child", Duration::ZERO);
-        child.completed = 100;
+    fn visit_iter_walks_the_tree_in_pre_order() {
         let mut report = ShutdownReport::new("root", Duration::ZERO);
-        (
-            report.completed,
-            report.cancelled,
-            report.aborted,
-            report.panicked,
-        ) = (1, 2, 3, 4);
-        (report.failed, report.timed_out, report.leaked) = (10, 20, 30);
-        report.children.push(child);
-        assert_eq!(report.total_settled(), 10);
+        report
+            .children
+            .push(ShutdownReport::new("child", Duration::ZERO));
         let names: Vec<&str> = report.visit_iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["root", "child"]);
     }

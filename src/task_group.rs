@@ -69,10 +69,10 @@ impl TreeShared {
 
 /// The shared state behind every clone of one [`TaskGroup`].
 ///
-/// `repr(C)` with the gate first: every task clones this `Arc` and takes the
-/// gate lock, so the reference counts, the lock and the task-table header
-/// share one cache line instead of bouncing two between the spawning and the
-/// completing core.
+/// `repr(C)` with the gate first: every task clones this `Arc` and touches
+/// the gate on the spawning and on the completing core, so the reference
+/// counts sit next to the gate's hot fields rather than behind the
+/// rarely-used ones.
 #[repr(C)]
 pub(crate) struct GroupInner {
     gate: Gate<AbortHandle, GroupInner>,

@@ -26,7 +26,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::loom::Arc;
-use crate::shutdown_report::{ShutdownAnnotation, ShutdownReport, TaskSnapshot};
+use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::state::{CLOSED, COMPLETED};
 use crate::task_group::submission::Watch;
@@ -180,21 +180,21 @@ impl GroupInner {
         report.panicked = counters.panicked;
         report.timed_out = counters.deadline_aborted_settled + report.leaked;
         if counters.deadline_aborted_settled > 0 {
-            report.annotations.push(ShutdownAnnotation::new(format!(
+            report.annotate(format!(
                 "confirmed cancellation of {} aborted tasks",
                 counters.deadline_aborted_settled
-            )));
+            ));
         }
         if unconfirmed_aborts > 0 {
-            report.annotations.push(ShutdownAnnotation::new(format!(
+            report.annotate(format!(
                 "abort requested for {unconfirmed_aborts} tasks whose destruction is not yet confirmed"
-            )));
+            ));
         }
         let closed_component_requests = self.gate.closed_component_requests();
         if closed_component_requests > 0 {
-            report.annotations.push(ShutdownAnnotation::new(format!(
+            report.annotate(format!(
                 "{closed_component_requests} component requests after admission closed received closed groups"
-            )));
+            ));
         }
         report
     }

@@ -64,10 +64,19 @@ const GROUP_ABORT: &str = "task_group_shutdown_now";
 /// Sample size of the groups whose untimed setup spawns and parks many tasks.
 const HEAVY_SAMPLE_SIZE: usize = 10;
 
-/// A multi-thread runtime with 2 workers (built outside every timed region).
+/// The benchmark runtime (built outside every timed region): multi-thread
+/// with 2 workers, or current-thread with
+/// `ROCKETMQ_BENCH_FLAVOR=current_thread` (no cross-core traffic: the
+/// instruction overhead alone).
 fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let mut builder = if std::env::var("ROCKETMQ_BENCH_FLAVOR").as_deref() == Ok("current_thread") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    };
+    builder
         .enable_all()
         .build()
         .expect("build the benchmark runtime")
@@ -556,7 +565,11 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
     let summary = json!({
         "bench": "task_group_lifecycle_bench",
         "unit": "ns",
-        "runtime": "tokio multi-thread, 2 workers; spawning from a worker task",
+        "runtime": if std::env::var("ROCKETMQ_BENCH_FLAVOR").as_deref() == Ok("current_thread") {
+            "tokio current-thread"
+        } else {
+            "tokio multi-thread, 2 workers; spawning from a worker task"
+        },
         "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).ok(),
         "criterion_means": estimates,
         "criterion_ratios": criterion_ratios,

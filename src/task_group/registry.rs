@@ -2,7 +2,10 @@
 //!
 //! A record is inserted under the group's spawn gate and removed by the task's
 //! own settlement. The table grows in fixed chunks that never move (growing
-//! never copies live records). Slots are reused; the per-group sequence number (never
+//! never copies live records). A record is split into a 16-byte hot part
+//! (sequence, flags, abort handle) that every spawn, abort and settlement
+//! touches, and a cold part (name, kind, start time) that only registration
+//! and reports touch. Slots are reused; the per-group sequence number (never
 //! reused) is stored in the record, so a stale [`TaskId`](crate::TaskId) never
 //! matches a newer task in the same slot.
 
@@ -22,26 +25,81 @@ impl AbortTarget for tokio::task::AbortHandle {
     }
 }
 
-/// The registry record of one live task.
+/// Set in a vacant slot's state word (the rest is the next free slot).
+const VACANT: u64 = 1 << 63;
+/// An abort was requested; honoured when the handle is installed.
+const ABORT_REQUESTED: u64 = 1 << 62;
+/// The abort came from a shutdown deadline (counts as `timed_out`).
+const DEADLINE_ABORTED: u64 = 1 << 61;
+/// Sequence bits of an occupied slot's state word.
+pub(crate) const SEQ_MASK: u64 = DEADLINE_ABORTED - 1;
+
+/// The hot part of a task's record, 16 bytes: touched by every spawn,
+/// abort and settlement. Four fit in a cache line, so tasks that settle in
+/// spawn order share lines.
 #[derive(Debug)]
 pub(crate) struct TaskRecord<H> {
-    pub(crate) seq: u64,
-    pub(crate) name: TaskName,
-    pub(crate) kind: TaskKind,
-    pub(crate) started: Instant,
+    /// `VACANT | next free`, or flags | sequence.
+    state: u64,
     /// Installed after the task is handed to Tokio (outside the gate);
     /// taken (and used outside the gate) by the first abort request.
     pub(crate) handle: Option<H>,
-    /// An abort was requested; honoured when the handle is installed.
-    pub(crate) abort_requested: bool,
-    /// The abort came from a shutdown deadline (counts as `timed_out`).
-    pub(crate) deadline_aborted: bool,
 }
 
+impl<H> TaskRecord<H> {
+    fn vacant(next_free: u32) -> Self {
+        Self {
+            state: VACANT | u64::from(next_free),
+            handle: None,
+        }
+    }
+
+    fn is_occupied_by(&self, seq: u64) -> bool {
+        self.state & (VACANT | SEQ_MASK) == seq
+    }
+
+    fn next_free(&self) -> Option<u32> {
+        (self.state & VACANT != 0).then_some(self.state as u32)
+    }
+
+    /// The group-unique sequence of the task.
+    pub(crate) fn seq(&self) -> u64 {
+        self.state & SEQ_MASK
+    }
+
+    pub(crate) fn abort_requested(&self) -> bool {
+        self.state & ABORT_REQUESTED != 0
+    }
+
+    /// Marks the record aborted (once); true if this is the first request.
+    pub(crate) fn mark_abort(&mut self, by_deadline: bool) -> bool {
+        if self.abort_requested() {
+            return false;
+        }
+        self.state |= ABORT_REQUESTED;
+        if by_deadline {
+            self.state |= DEADLINE_ABORTED;
+        }
+        true
+    }
+}
+
+/// The cold part of a task's record: written at registration, read only by
+/// reports. It stays in place after settlement until the slot is reused, so
+/// the settlement path never touches it.
 #[derive(Debug)]
-enum Slot<H> {
-    Occupied(TaskRecord<H>),
-    Vacant { next_free: u32 },
+pub(crate) struct TaskInfo {
+    pub(crate) name: TaskName,
+    pub(crate) kind: TaskKind,
+    pub(crate) started: Instant,
+}
+
+/// What a settlement removed.
+#[derive(Debug)]
+pub(crate) struct Removed<H> {
+    pub(crate) abort_requested: bool,
+    pub(crate) deadline_aborted: bool,
+    pub(crate) handle: Option<H>,
 }
 
 const NO_FREE: u32 = u32::MAX;
@@ -49,31 +107,50 @@ const NO_FREE: u32 = u32::MAX;
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// Slots per chunk. Chunks never move, so growing the table never copies
-/// live records. 15 records of 64 bytes keep a chunk under 1 KiB, the size
-/// from which glibc's allocator starts consolidating freed blocks.
+/// live records. 15 slots (16-byte hot and 48-byte cold parts) keep a chunk
+/// under 1 KiB, the size from which glibc's allocator starts consolidating
+/// freed blocks.
 const CHUNK_SLOTS: usize = 15;
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
 
+#[derive(Debug)]
+struct Chunk<H> {
+    hot: [TaskRecord<H>; CHUNK_SLOTS],
+    cold: [Option<TaskInfo>; CHUNK_SLOTS],
+}
+
+impl<H> Chunk<H> {
+    fn new() -> Box<Self> {
+        Box::new(Self {
+            hot: std::array::from_fn(|_| TaskRecord::vacant(NO_FREE)),
+            cold: std::array::from_fn(|_| None),
+        })
+    }
+}
+
+fn split(slot: u32) -> (usize, usize) {
+    (slot as usize / CHUNK_SLOTS, slot as usize % CHUNK_SLOTS)
+}
+
 /// Chunked slab of live task records with a free list.
 #[derive(Debug)]
-#[repr(C)]
 pub(crate) struct TaskTable<H> {
     len: usize,
     /// Slots handed out since the table was last empty.
     high_water: u32,
     free_head: u32,
     /// Read-mostly: only a new chunk changes it.
-    chunks: Vec<Box<[Slot<H>]>>,
+    chunks: Vec<Box<Chunk<H>>>,
 }
 
 impl<H> TaskTable<H> {
     pub(crate) fn new() -> Self {
         Self {
-            chunks: Vec::new(),
             len: 0,
             high_water: 0,
             free_head: NO_FREE,
+            chunks: Vec::new(),
         }
     }
 
@@ -81,28 +158,32 @@ impl<H> TaskTable<H> {
         self.len
     }
 
-    fn slot(&self, slot: u32) -> Option<&Slot<H>> {
+    /// Slots handed out since the table was last empty (an index bound).
+    pub(crate) fn high_water(&self) -> u32 {
+        self.high_water
+    }
+
+    fn hot(&self, slot: u32) -> Option<&TaskRecord<H>> {
         if slot >= self.high_water {
             return None;
         }
-        let slot = slot as usize;
-        self.chunks
-            .get(slot / CHUNK_SLOTS)
-            .map(|chunk| &chunk[slot % CHUNK_SLOTS])
+        let (chunk, index) = split(slot);
+        self.chunks.get(chunk).map(|chunk| &chunk.hot[index])
     }
 
-    fn slot_mut(&mut self, slot: u32) -> Option<&mut Slot<H>> {
+    fn hot_mut(&mut self, slot: u32) -> Option<&mut TaskRecord<H>> {
         if slot >= self.high_water {
             return None;
         }
-        let slot = slot as usize;
+        let (chunk, index) = split(slot);
         self.chunks
-            .get_mut(slot / CHUNK_SLOTS)
-            .map(|chunk| &mut chunk[slot % CHUNK_SLOTS])
+            .get_mut(chunk)
+            .map(|chunk| &mut chunk.hot[index])
     }
 
-    /// Inserts a record with the caller's (group-unique) `seq` and returns
-    /// its slot, or `None` when the table holds `MAX_SLOTS` live tasks.
+    /// Inserts a record with the caller's (group-unique, below 2^61) `seq`
+    /// and returns its slot, or `None` when the table holds `MAX_SLOTS`
+    /// live tasks.
     pub(crate) fn insert(
         &mut self,
         seq: u64,
@@ -110,71 +191,59 @@ impl<H> TaskTable<H> {
         kind: TaskKind,
         started: Instant,
     ) -> Option<u32> {
-        let record = TaskRecord {
-            seq,
-            name,
-            kind,
-            started,
-            handle: None,
-            abort_requested: false,
-            deadline_aborted: false,
-        };
+        debug_assert!(seq != 0 && seq & !SEQ_MASK == 0);
         let slot = if self.free_head != NO_FREE {
-            let slot = self.free_head;
-            let entry = self.slot_mut(slot)?;
-            let Slot::Vacant { next_free } = *entry else {
-                unreachable!("the free list only links vacant slots");
-            };
-            *entry = Slot::Occupied(record);
-            self.free_head = next_free;
-            slot
+            self.free_head
         } else {
             let slot = self.high_water;
             if slot >= MAX_SLOTS {
                 return None;
             }
-            let index = slot as usize;
-            if index / CHUNK_SLOTS == self.chunks.len() {
-                self.chunks.push(
-                    (0..CHUNK_SLOTS)
-                        .map(|_| Slot::Vacant { next_free: NO_FREE })
-                        .collect(),
-                );
+            if split(slot).0 == self.chunks.len() {
+                self.chunks.push(Chunk::new());
             }
-            self.chunks[index / CHUNK_SLOTS][index % CHUNK_SLOTS] = Slot::Occupied(record);
             self.high_water += 1;
             slot
         };
+        let (chunk, index) = split(slot);
+        let chunk = &mut self.chunks[chunk];
+        if slot == self.free_head {
+            self.free_head = chunk.hot[index].next_free().unwrap_or(NO_FREE);
+        }
+        chunk.hot[index] = TaskRecord {
+            state: seq & SEQ_MASK,
+            handle: None,
+        };
+        // Replaces (and drops) the info a settled task left behind.
+        chunk.cold[index] = Some(TaskInfo {
+            name,
+            kind,
+            started,
+        });
         self.len += 1;
         Some(slot)
     }
 
     pub(crate) fn get_mut(&mut self, slot: u32, seq: u64) -> Option<&mut TaskRecord<H>> {
-        match self.slot_mut(slot) {
-            Some(Slot::Occupied(record)) if record.seq == seq => Some(record),
-            _ => None,
-        }
+        self.hot_mut(slot)
+            .filter(|record| record.is_occupied_by(seq))
     }
 
     pub(crate) fn contains(&self, slot: u32, seq: u64) -> bool {
-        matches!(self.slot(slot), Some(Slot::Occupied(record)) if record.seq == seq)
+        self.hot(slot)
+            .is_some_and(|record| record.is_occupied_by(seq))
     }
 
-    pub(crate) fn remove(&mut self, slot: u32, seq: u64) -> Option<TaskRecord<H>> {
+    /// Removes a record, touching only its hot part.
+    pub(crate) fn remove(&mut self, slot: u32, seq: u64) -> Option<Removed<H>> {
         let free_head = self.free_head;
-        let entry = self.slot_mut(slot)?;
-        match entry {
-            Slot::Occupied(record) if record.seq == seq => {}
-            _ => return None,
-        }
-        let Slot::Occupied(record) = std::mem::replace(
-            entry,
-            Slot::Vacant {
-                next_free: free_head,
-            },
-        ) else {
-            unreachable!("checked occupied above");
+        let record = self.get_mut(slot, seq)?;
+        let removed = Removed {
+            abort_requested: record.state & ABORT_REQUESTED != 0,
+            deadline_aborted: record.state & DEADLINE_ABORTED != 0,
+            handle: record.handle.take(),
         };
+        record.state = VACANT | u64::from(free_head);
         self.free_head = slot;
         self.len -= 1;
         if self.len == 0 {
@@ -184,12 +253,21 @@ impl<H> TaskTable<H> {
             self.high_water = 0;
             self.chunks.truncate(IDLE_RETAINED_CHUNKS);
         }
-        Some(record)
+        Some(removed)
     }
 
-    /// Slots handed out since the table was last empty (an index bound).
-    pub(crate) fn high_water(&self) -> u32 {
-        self.high_water
+    /// Live records (hot and cold parts) in slot order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &TaskRecord<H>, &TaskInfo)> {
+        let high_water = self.high_water as usize;
+        self.chunks
+            .iter()
+            .flat_map(|chunk| chunk.hot.iter().zip(chunk.cold.iter()))
+            .take(high_water)
+            .enumerate()
+            .filter_map(|(slot, (record, info))| match (record.next_free(), info) {
+                (None, Some(info)) => Some((slot as u32, record, info)),
+                _ => None,
+            })
     }
 
     /// Live records whose slot index lies in `range`.
@@ -203,29 +281,10 @@ impl<H> TaskTable<H> {
         self.chunks
             .iter_mut()
             .skip(first_chunk)
-            .flat_map(|chunk| chunk.iter_mut())
+            .flat_map(|chunk| chunk.hot.iter_mut())
             .skip(start - first_chunk * CHUNK_SLOTS)
             .take(len)
-            .filter_map(|entry| match entry {
-                Slot::Occupied(record) => Some(record),
-                Slot::Vacant { .. } => None,
-            })
-    }
-
-    fn occupied(&self) -> impl Iterator<Item = (u32, &Slot<H>)> {
-        self.chunks
-            .iter()
-            .flat_map(|chunk| chunk.iter())
-            .take(self.high_water as usize)
-            .enumerate()
-            .map(|(slot, entry)| (slot as u32, entry))
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &TaskRecord<H>)> {
-        self.occupied().filter_map(|(slot, entry)| match entry {
-            Slot::Occupied(record) => Some((slot, record)),
-            Slot::Vacant { .. } => None,
-        })
+            .filter(|record| record.next_free().is_none())
     }
 }
 

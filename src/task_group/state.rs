@@ -163,10 +163,8 @@ fn request_abort<H>(
     counters: &mut SettleCounters,
     by_deadline: bool,
 ) -> (bool, Option<H>) {
-    let newly = !record.abort_requested;
+    let newly = record.mark_abort(by_deadline);
     if newly {
-        record.abort_requested = true;
-        record.deadline_aborted = by_deadline;
         counters.live_abort_requested += 1;
     }
     (newly, record.handle.take())
@@ -248,7 +246,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let (local, shard) = unpack(slot);
         let mut state = self.shards[shard].state.lock();
         match state.table.get_mut(local, seq) {
-            Some(record) if !record.abort_requested => record.handle = Some(handle),
+            Some(record) if !record.abort_requested() => record.handle = Some(handle),
             Some(_) => {
                 drop(state);
                 handle.abort();
@@ -299,7 +297,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
                     .high_water()
                     .min(next.saturating_add(ABORT_BATCH));
                 for record in state.table.records_mut(next..end) {
-                    if record.seq < last_seq && filter(record) {
+                    if record.seq() < last_seq && filter(record) {
                         let (first, handle) =
                             request_abort(record, &mut state.counters, by_deadline);
                         newly += usize::from(first);
@@ -336,7 +334,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let (local, shard) = unpack(slot);
         let mut guard = self.shards[shard].state.lock();
         let state = &mut *guard;
-        let Some(record) = state.table.remove(local, seq) else {
+        let Some(removed) = state.table.remove(local, seq) else {
             return SettleEffect::default();
         };
         let counters = &mut state.counters;
@@ -346,10 +344,10 @@ impl<H: AbortTarget, C> Gate<H, C> {
             TaskResult::Aborted => counters.aborted += 1,
             TaskResult::Panicked => counters.panicked += 1,
         }
-        if record.abort_requested {
+        if removed.abort_requested {
             counters.live_abort_requested -= 1;
         }
-        if record.deadline_aborted {
+        if removed.deadline_aborted {
             counters.deadline_aborted_settled += 1;
         }
         let poisoned_now = result == TaskResult::Panicked
@@ -358,10 +356,10 @@ impl<H: AbortTarget, C> Gate<H, C> {
         // Counted before the live count drops: whoever sees the group idle
         // sees every settled counter.
         let idle = self.live.fetch_sub(1, Ordering::SeqCst) == 1;
-        // The record (name, abort handle) is dropped after the lock is
-        // released: completing tasks hold it only for the accounting.
+        // The abort handle is dropped after the lock is released: completing
+        // tasks hold it only for the accounting.
         drop(guard);
-        drop(record);
+        drop(removed.handle);
         SettleEffect {
             found: true,
             idle,
@@ -418,21 +416,16 @@ impl<H: AbortTarget, C> Gate<H, C> {
             snapshot.counters.add(&state.counters);
             snapshot.live += state.table.len() as u64;
             let room = limit.saturating_sub(snapshot.listed.len());
+            let listed = state.table.iter().take(room);
             snapshot
                 .listed
-                .extend(
-                    state
-                        .table
-                        .iter()
-                        .take(room)
-                        .map(|(local, record)| ListedTask {
-                            seq: record.seq,
-                            slot: pack(local, index),
-                            name: record.name.clone(),
-                            kind: record.kind,
-                            started: record.started,
-                        }),
-                );
+                .extend(listed.map(|(local, record, info)| ListedTask {
+                    seq: record.seq(),
+                    slot: pack(local, index),
+                    name: info.name.clone(),
+                    kind: info.kind,
+                    started: info.started,
+                }));
         }
         snapshot
     }

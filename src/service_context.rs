@@ -1,12 +1,11 @@
 //! Service contexts: the sealed root and the component capabilities.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
-use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_group::TaskGroup;
 use crate::task_spawner::TaskSpawner;
 
 /// A validated component name.
@@ -227,48 +226,5 @@ impl ChildServiceContext {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
     }
 
-    /// See [`TaskGroup::spawn`].
-    ///
-    /// # Errors
-    ///
-    /// As [`TaskGroup::spawn`].
-    pub fn spawn<F>(
-        &self,
-        name: impl Into<TaskName>,
-        kind: TaskKind,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn(name, kind, future)
-    }
-
-    /// See [`TaskGroup::spawn_service`].
-    ///
-    /// # Errors
-    ///
-    /// As [`TaskGroup::spawn`].
-    pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn_service(name, future)
-    }
-
-    /// See [`TaskGroup::spawn_cancellable_service`].
-    ///
-    /// # Errors
-    ///
-    /// As [`TaskGroup::spawn`].
-    pub fn spawn_cancellable_service<F>(
-        &self,
-        name: impl Into<TaskName>,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn_cancellable_service(name, future)
-    }
+    crate::task_spawner::delegate_spawns!(group);
 }

@@ -1,11 +1,67 @@
 //! [`TaskSpawner`]: the narrow task-submission capability.
 
-use std::future::Future;
-
 use tokio_util::sync::CancellationToken;
 
-use crate::error::RuntimeResult;
-use crate::task_group::{TaskGroup, TaskGroupId, TaskId, TaskKind, TaskName};
+use crate::task_group::{TaskGroup, TaskGroupId};
+
+/// The spawn methods a capability exposes, delegated to the `TaskGroup` in
+/// its field `$group`: one definition for [`TaskSpawner`] and
+/// [`ChildServiceContext`](crate::ChildServiceContext).
+macro_rules! delegate_spawns {
+    ($group:ident) => {
+        /// See [`TaskGroup::spawn`](crate::TaskGroup::spawn).
+        ///
+        /// # Errors
+        ///
+        /// Kind `Closed` once the group is closing or closed, `Poisoned`
+        /// after a panic poisoned it (operation `SpawnTaskGroupTask`).
+        pub fn spawn<F>(
+            &self,
+            name: impl Into<crate::TaskName>,
+            kind: crate::TaskKind,
+            future: F,
+        ) -> crate::RuntimeResult<crate::TaskId>
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.$group.spawn(name, kind, future)
+        }
+
+        /// See [`TaskGroup::spawn_service`](crate::TaskGroup::spawn_service).
+        ///
+        /// # Errors
+        ///
+        /// As `spawn`.
+        pub fn spawn_service<F>(
+            &self,
+            name: impl Into<crate::TaskName>,
+            future: F,
+        ) -> crate::RuntimeResult<crate::TaskId>
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.$group.spawn_service(name, future)
+        }
+
+        /// See
+        /// [`TaskGroup::spawn_cancellable_service`](crate::TaskGroup::spawn_cancellable_service).
+        ///
+        /// # Errors
+        ///
+        /// As `spawn`.
+        pub fn spawn_cancellable_service<F>(
+            &self,
+            name: impl Into<crate::TaskName>,
+            future: F,
+        ) -> crate::RuntimeResult<crate::TaskId>
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.$group.spawn_cancellable_service(name, future)
+        }
+    };
+}
+pub(crate) use delegate_spawns;
 
 /// Submits tracked tasks to one group, and nothing else.
 ///
@@ -39,49 +95,5 @@ impl TaskSpawner {
         self.group.cancellation_token().child_token()
     }
 
-    /// See [`TaskGroup::spawn`].
-    ///
-    /// # Errors
-    ///
-    /// Kind `Closed` once the group is closing or closed, `Poisoned` after a
-    /// panic poisoned it.
-    pub fn spawn<F>(
-        &self,
-        name: impl Into<TaskName>,
-        kind: TaskKind,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn(name, kind, future)
-    }
-
-    /// See [`TaskGroup::spawn_service`].
-    ///
-    /// # Errors
-    ///
-    /// As [`spawn`](Self::spawn).
-    pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn_service(name, future)
-    }
-
-    /// See [`TaskGroup::spawn_cancellable_service`].
-    ///
-    /// # Errors
-    ///
-    /// As [`spawn`](Self::spawn).
-    pub fn spawn_cancellable_service<F>(
-        &self,
-        name: impl Into<TaskName>,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.group.spawn_cancellable_service(name, future)
-    }
+    delegate_spawns!(group);
 }

@@ -281,10 +281,21 @@ async fn component_requests_during_shutdown_are_annotated() {
     );
 }
 
-fn on_small_stack<F: FnOnce() + Send + 'static>(f: F) {
+/// Runs `body` on a current-thread runtime on a thread with a 1 MiB stack.
+fn on_small_stack<F, Fut>(name: &'static str, body: F)
+where
+    F: FnOnce(RuntimeContext) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     std::thread::Builder::new()
         .stack_size(1 << 20)
-        .spawn(f)
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move { body(harness(name)).await });
+        })
         .expect("thread")
         .join()
         .expect("completed on a 1 MiB stack");
@@ -300,60 +311,39 @@ fn chain(ctx: &RuntimeContext, depth: usize) -> rocketmq_runtime::TaskGroup {
 
 #[test]
 fn a_512_deep_chain_shuts_down_gracefully_on_a_1_mib_stack() {
-    on_small_stack(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let ctx = harness("deep");
-            let leaf = chain(&ctx, 512);
-            let token = leaf.cancellation_token();
-            leaf.spawn_service("leaf-svc", async move { token.cancelled().await })
-                .expect("open");
-            let report = ctx.shutdown_tasks(Duration::from_secs(10)).await;
-            assert_eq!(tree_nodes(&report), 513);
-            assert!(report.is_healthy());
-            let cloned = report.clone();
-            assert!(cloned.is_healthy());
-            assert_eq!(
-                leaf.lifecycle_state(),
-                TaskGroupLifecycleState::ShutdownCompleted
-            );
-        });
+    on_small_stack("deep", |ctx| async move {
+        let leaf = chain(&ctx, 512);
+        let token = leaf.cancellation_token();
+        leaf.spawn_service("leaf-svc", async move { token.cancelled().await })
+            .expect("open");
+        let report = ctx.shutdown_tasks(Duration::from_secs(10)).await;
+        assert_eq!(tree_nodes(&report), 513);
+        assert!(report.is_healthy());
+        let cloned = report.clone();
+        assert!(cloned.is_healthy());
+        assert_eq!(
+            leaf.lifecycle_state(),
+            TaskGroupLifecycleState::ShutdownCompleted
+        );
     });
 }
 
 #[test]
 fn a_1024_deep_chain_shuts_down_immediately_on_a_1_mib_stack() {
-    on_small_stack(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let ctx = harness("deep-now");
-            let _leaf = chain(&ctx, 1024);
-            let report = ctx.shutdown_tasks_now();
-            assert_eq!(tree_nodes(&report), 1025);
-            assert!(report.is_healthy());
-        });
+    on_small_stack("deep-now", |ctx| async move {
+        let _leaf = chain(&ctx, 1024);
+        let report = ctx.shutdown_tasks_now();
+        assert_eq!(tree_nodes(&report), 1025);
+        assert!(report.is_healthy());
     });
 }
 
 #[test]
 fn a_4096_deep_chain_drops_on_a_1_mib_stack() {
-    on_small_stack(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let ctx = harness("deep-drop");
-            let leaf = chain(&ctx, 4096);
-            assert_eq!(ctx.root_group().component_count(), 1);
-            drop(leaf);
-            assert_eq!(ctx.root_group().component_count(), 0);
-        });
+    on_small_stack("deep-drop", |ctx| async move {
+        let leaf = chain(&ctx, 4096);
+        assert_eq!(ctx.root_group().component_count(), 1);
+        drop(leaf);
+        assert_eq!(ctx.root_group().component_count(), 0);
     });
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
@@ -16,7 +17,9 @@ use crate::task_group::TaskGroup;
 ///
 /// It shuts down the work registered through it but never owns, closes or
 /// shuts down the host runtime. Production entrypoints use
-/// [`RuntimeOwner`](crate::RuntimeOwner).
+/// [`RuntimeOwner`](crate::RuntimeOwner). The host runtime must have its time
+/// driver enabled (`enable_time`/`enable_all`): shutdown deadlines are Tokio
+/// timers.
 #[derive(Debug, Clone)]
 pub struct RuntimeContext {
     root: TaskGroup,
@@ -60,22 +63,27 @@ impl RuntimeContext {
         ChildServiceContext::from_parent(&self.root, &self.shared, scope.into())
     }
 
-    /// Shuts down the registered work within `timeout`.
+    /// Shuts down the registered work within `timeout` (converted to a
+    /// deadline and installed at the call).
     ///
     /// # Cancel safety
     ///
     /// As [`TaskGroup::shutdown_until`].
-    pub async fn shutdown_tasks(&self, timeout: Duration) -> ShutdownReport {
-        self.root.shutdown(timeout).await
+    pub fn shutdown_tasks(&self, timeout: Duration) -> BoxFuture<'_, ShutdownReport> {
+        self.root.shutdown(timeout)
     }
 
-    /// Shuts down the registered work within `deadline`.
+    /// Shuts down the registered work within `deadline` (installed at the
+    /// call, even if the future is never polled).
     ///
     /// # Cancel safety
     ///
     /// As [`TaskGroup::shutdown_until`].
-    pub async fn shutdown_tasks_until(&self, deadline: ShutdownDeadline) -> ShutdownReport {
-        self.root.shutdown_until(deadline).await
+    pub fn shutdown_tasks_until(
+        &self,
+        deadline: ShutdownDeadline,
+    ) -> BoxFuture<'_, ShutdownReport> {
+        self.root.shutdown_until(deadline)
     }
 
     /// Immediate shutdown of the registered work (see

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::config::RuntimeConfig;
@@ -15,6 +16,47 @@ use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
 
 /// Futures larger than this are boxed before `block_on` polls them.
 const BLOCK_ON_INLINE_LIMIT: usize = 16 * 1024;
+
+/// A timer on the standard clock, independent of the runtime's timer driver
+/// (which starves when every worker is blocked). Its thread ends early when
+/// the backstop is dropped.
+struct Backstop {
+    expired: tokio::sync::oneshot::Receiver<()>,
+    _cancel: std::sync::mpsc::Sender<()>,
+}
+
+impl Backstop {
+    fn start(after: Duration) -> Self {
+        let (expire, expired) = tokio::sync::oneshot::channel();
+        let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("rocketmq-shutdown-backstop".into())
+            .spawn(move || {
+                // Times out at the backstop, or returns early once the
+                // backstop is dropped (the sender disconnects).
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    cancelled.recv_timeout(after)
+                {
+                    let _ = expire.send(());
+                }
+            });
+        if spawned.is_err() {
+            tracing::warn!("could not start the shutdown backstop thread; the deadline relies on the runtime timer");
+        }
+        Self {
+            expired,
+            _cancel: cancel,
+        }
+    }
+
+    /// Completes when the backstop fired; never if it could not start.
+    async fn expired(self) {
+        let Self { expired, _cancel } = self;
+        if expired.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// A validated configuration, ready to [`build`](Self::build).
 ///
@@ -93,6 +135,12 @@ impl fmt::Debug for RuntimeOwner {
 }
 
 impl RuntimeOwner {
+    /// How long past its deadline
+    /// [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until)
+    /// waits for the graceful shutdown before a standard-clock backstop ends
+    /// it.
+    pub const SHUTDOWN_BACKSTOP_SLACK: Duration = Duration::from_millis(250);
+
     /// Validates `config` without starting anything.
     ///
     /// # Errors
@@ -149,25 +197,34 @@ impl RuntimeOwner {
         }
     }
 
-    /// Shuts down tracked tasks within `RuntimeConfig::shutdown_timeout`,
-    /// keeping Tokio running.
+    /// Shuts down tracked tasks within `RuntimeConfig::shutdown_timeout`
+    /// (converted to a deadline at the call), keeping Tokio running.
     ///
     /// # Cancel safety
     ///
     /// As [`TaskGroup::shutdown_until`].
-    pub async fn shutdown_tasks(&self) -> ShutdownReport {
+    pub fn shutdown_tasks(&self) -> BoxFuture<'_, ShutdownReport> {
         self.shutdown_tasks_until(ShutdownDeadline::after(self.config.shutdown_timeout))
-            .await
     }
 
     /// Shuts down tracked tasks within `deadline`, keeping Tokio running.
     ///
+    /// The deadline is installed on the task tree when this is called, even
+    /// if the returned future is never polled. A deadline is only enforced
+    /// while the runtime's workers can run timers: tasks that block every
+    /// worker thread delay it (use
+    /// [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until),
+    /// which has a backstop on the standard clock).
+    ///
     /// # Cancel safety
     ///
-    /// As [`TaskGroup::shutdown_until`]: the deadline is installed at the
-    /// call, and calling again after a dropped future completes the shutdown.
-    pub async fn shutdown_tasks_until(&self, deadline: ShutdownDeadline) -> ShutdownReport {
-        self.root.group().shutdown_until(deadline).await
+    /// As [`TaskGroup::shutdown_until`]: calling again after a dropped
+    /// future completes the shutdown.
+    pub fn shutdown_tasks_until(
+        &self,
+        deadline: ShutdownDeadline,
+    ) -> BoxFuture<'_, ShutdownReport> {
+        self.root.group().shutdown_until(deadline)
     }
 
     /// [`shutdown_runtime_blocking_until`](Self::shutdown_runtime_blocking_until)
@@ -198,6 +255,12 @@ impl RuntimeOwner {
     /// gives Tokio only the time left to stop.
     ///
     /// An unhealthy report is logged. A separate task shutdown is not needed.
+    /// If the graceful shutdown has not returned
+    /// [`SHUTDOWN_BACKSTOP_SLACK`](Self::SHUTDOWN_BACKSTOP_SLACK) after the
+    /// deadline (for example because tasks block every worker thread, so no
+    /// timer can fire), a thread on the standard clock ends the wait: the
+    /// report is then the immediate-shutdown report (unfinished tasks listed
+    /// as leaked) and Tokio is stopped in the background.
     ///
     /// # Errors
     ///
@@ -216,9 +279,31 @@ impl RuntimeOwner {
         let Some(runtime) = self.runtime.take() else {
             unreachable!("the runtime is only taken by consuming shutdown paths");
         };
-        let report = runtime.block_on(self.root.group().shutdown_until(deadline));
+        let graceful = self.root.group().shutdown_until(deadline);
+        let backstop = Backstop::start(
+            deadline
+                .remaining()
+                .saturating_add(Self::SHUTDOWN_BACKSTOP_SLACK),
+        );
+        let finished = runtime.block_on(async {
+            tokio::select! {
+                biased;
+                report = graceful => Some(report),
+                () = backstop.expired() => None,
+            }
+        });
+        let report = match finished {
+            Some(report) => {
+                runtime.shutdown_timeout(deadline.remaining());
+                report
+            }
+            None => {
+                let report = self.root.group().shutdown_now();
+                runtime.shutdown_background();
+                report
+            }
+        };
         report.log_if_unhealthy();
-        runtime.shutdown_timeout(deadline.remaining());
         Ok(report)
     }
 

@@ -153,6 +153,7 @@ impl RootServiceContext {
     /// # Errors
     ///
     /// Kind `Closed` or `Poisoned` (operation `CreateTaskGroupChild`).
+    #[track_caller]
     pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<ChildServiceContext> {
         ChildServiceContext::try_from_parent(&self.group, &self.shared, scope.into())
     }
@@ -180,6 +181,7 @@ impl ChildServiceContext {
         }
     }
 
+    #[track_caller]
     pub(crate) fn try_from_parent(
         parent: &TaskGroup,
         shared: &Arc<ContextShared>,
@@ -222,6 +224,7 @@ impl ChildServiceContext {
     /// # Errors
     ///
     /// Kind `Closed` or `Poisoned` (operation `CreateTaskGroupChild`).
+    #[track_caller]
     pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<Self> {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
     }

@@ -179,19 +179,37 @@ impl Drop for GroupInner {
             return;
         };
         parent.gate.unregister_child(self.id);
-        // Release ancestors iteratively: a 4,096-deep idle chain must not
-        // recurse through `Drop`.
-        if DROPPING_GROUPS.with(Cell::get) {
-            PENDING_PARENTS.with(|pending| pending.borrow_mut().push(parent));
-            return;
-        }
-        DROPPING_GROUPS.with(|flag| flag.set(true));
-        drop(parent);
-        while let Some(next) = PENDING_PARENTS.with(|pending| pending.borrow_mut().pop()) {
-            drop(next);
-        }
-        DROPPING_GROUPS.with(|flag| flag.set(false));
+        release_ancestor(parent);
     }
+}
+
+/// Releases a parent reference without recursing: a 4,096-deep idle chain
+/// must not recurse through `Drop`. The outermost drop on a thread drains a
+/// thread-local queue that nested drops push to. During thread-local
+/// teardown the queue may be gone; the parent is then dropped directly
+/// (recursion bounded by the chain, never a panic in a TLS destructor).
+fn release_ancestor(parent: Arc<GroupInner>) {
+    let mut parent = Some(parent);
+    match DROPPING_GROUPS.try_with(|flag| flag.replace(true)) {
+        Ok(true) => {
+            let _ = PENDING_PARENTS.try_with(|pending| {
+                if let Some(parent) = parent.take() {
+                    pending.borrow_mut().push(parent);
+                }
+            });
+        }
+        Ok(false) => {
+            drop(parent.take());
+            while let Ok(Some(next)) =
+                PENDING_PARENTS.try_with(|pending| pending.borrow_mut().pop())
+            {
+                drop(next);
+            }
+            let _ = DROPPING_GROUPS.try_with(|flag| flag.set(false));
+        }
+        Err(_) => {}
+    }
+    drop(parent);
 }
 
 /// A tracked set of tasks and child groups with one cancellation token.
@@ -325,6 +343,7 @@ impl TaskGroup {
     /// Kind `Closed` once this group's shutdown has begun, kind `Poisoned`
     /// after a task panicked while it was open (operation
     /// `CreateTaskGroupChild`).
+    #[track_caller]
     pub fn try_child(&self, name: impl Into<Arc<str>>) -> RuntimeResult<TaskGroup> {
         let child = Arc::new(GroupInner::new(
             name.into(),
@@ -339,7 +358,15 @@ impl TaskGroup {
             .gate
             .register_child(child.id, Arc::downgrade(&child));
         match registered {
-            Ok(()) => Ok(TaskGroup { inner: child }),
+            Ok(()) => {
+                // A shutdown that installed a deadline between the read above
+                // and the registration did not see this child: re-read it
+                // (ordered after that installation through the child lock).
+                if let Some(deadline) = self.inner.deadline() {
+                    child.tighten(deadline);
+                }
+                Ok(TaskGroup { inner: child })
+            }
             Err(refusal) => {
                 // Dropped after the gate is released; its unregister is a no-op.
                 drop(child);
@@ -354,6 +381,7 @@ impl TaskGroup {
     /// A child group, or a closed group if this one no longer admits
     /// children. Every closed answer is counted in
     /// [`event_counts`](Self::event_counts); the first per tree is logged.
+    #[track_caller]
     pub(crate) fn component(&self, name: impl Into<Arc<str>>) -> TaskGroup {
         let name = name.into();
         match self.try_child(Arc::clone(&name)) {
@@ -399,6 +427,7 @@ impl TaskGroup {
 }
 
 /// Maps a gate refusal to the operational error of `operation`.
+#[track_caller]
 pub(crate) fn refusal_error(refusal: Refusal, operation: RuntimeOperation) -> RuntimeError {
     match refusal {
         Refusal::Closed => RuntimeError::closed(operation),

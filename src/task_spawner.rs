@@ -15,6 +15,7 @@ macro_rules! delegate_spawns {
         ///
         /// Kind `Closed` once the group is closing or closed, `Poisoned`
         /// after a panic poisoned it (operation `SpawnTaskGroupTask`).
+        #[track_caller]
         pub fn spawn<F>(
             &self,
             name: impl Into<crate::TaskName>,
@@ -32,6 +33,7 @@ macro_rules! delegate_spawns {
         /// # Errors
         ///
         /// As `spawn`.
+        #[track_caller]
         pub fn spawn_service<F>(
             &self,
             name: impl Into<crate::TaskName>,
@@ -49,6 +51,7 @@ macro_rules! delegate_spawns {
         /// # Errors
         ///
         /// As `spawn`.
+        #[track_caller]
         pub fn spawn_cancellable_service<F>(
             &self,
             name: impl Into<crate::TaskName>,

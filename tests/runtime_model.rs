@@ -214,3 +214,87 @@ fn runtime_new_uses_the_default_profile() {
     let report = owner.shutdown_runtime_blocking().expect("outside tokio");
     assert!(report.is_healthy());
 }
+
+/// Every worker is blocked by synchronous code, so no Tokio timer can fire:
+/// the standard-clock backstop still ends `shutdown_runtime_blocking_*`.
+#[test]
+fn a_blocked_runtime_still_shuts_down_within_the_backstop() {
+    let mut config = RuntimeConfig::for_parallelism("blocked", 1);
+    config.worker_threads = 1;
+    let owner = RuntimeOwner::plan(config)
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    owner
+        .root_context()
+        .component("stuck")
+        .spawn("blocks-the-worker", TaskKind::Worker, async move {
+            let _ = entered_tx.send(());
+            // Blocks the only worker thread until the test releases it.
+            let _ = blocked.recv();
+        })
+        .expect("accepted");
+    entered
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the blocking task started");
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let report = owner.shutdown_runtime_blocking_with_timeout(Duration::from_millis(100));
+        let _ = done_tx.send(report);
+    });
+    let report = done
+        .recv_timeout(Duration::from_secs(30))
+        .expect("hang guard: the backstop did not end the shutdown")
+        .expect("outside tokio");
+    assert!(!report.is_healthy(), "{}", report.to_json());
+    assert_eq!(report.children[0].leaked, 1);
+    release.send(()).expect("worker still blocked");
+}
+
+#[test]
+fn owner_and_harness_shutdowns_install_their_deadline_at_the_call() {
+    let owner = small_owner();
+    let svc = owner.root_context().component("svc");
+    let deadline = ShutdownDeadline::after(Duration::from_secs(10));
+    drop(owner.shutdown_tasks_until(deadline));
+    assert_eq!(svc.task_group().shutdown_deadline(), Some(deadline));
+
+    let host = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("host");
+    host.block_on(async {
+        let ctx = rocketmq_runtime::RuntimeContext::try_from_current("h").expect("inside tokio");
+        let child = ctx.service_context("child");
+        let deadline = ShutdownDeadline::after(Duration::from_secs(10));
+        drop(ctx.shutdown_tasks_until(deadline));
+        assert_eq!(child.task_group().shutdown_deadline(), Some(deadline));
+    });
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<rocketmq_runtime::ChildServiceContext>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A context held by a thread-local is dropped during thread-local teardown
+/// without aborting the process.
+#[test]
+fn dropping_a_group_during_thread_local_teardown_does_not_abort() {
+    let owner = small_owner();
+    let parent = owner.root_context().component("parent");
+    let worker = parent.clone();
+    std::thread::spawn(move || {
+        // Registered first, so destroyed after the runtime's own thread-locals.
+        HELD.with(|held| *held.borrow_mut() = Some(worker.component("held")));
+        // Touch the group-release machinery on this thread.
+        drop(worker.component("temporary"));
+    })
+    .join()
+    .expect("the thread exits cleanly");
+    assert_eq!(parent.task_group().component_count(), 0);
+    let report = owner.shutdown_runtime_blocking().expect("outside tokio");
+    assert!(report.is_healthy());
+}

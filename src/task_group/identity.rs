@@ -113,6 +113,11 @@ enum NameRepr {
 }
 
 impl TaskName {
+    /// True for a `&'static str` name (nothing to free).
+    pub(crate) fn is_static(&self) -> bool {
+        matches!(self.0, NameRepr::Static(_))
+    }
+
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
         match &self.0 {

@@ -31,8 +31,10 @@ const VACANT: u64 = 1 << 63;
 const ABORT_REQUESTED: u64 = 1 << 62;
 /// The abort came from a shutdown deadline (counts as `timed_out`).
 const DEADLINE_ABORTED: u64 = 1 << 61;
+/// The cold part holds a heap name, released at settlement.
+const OWNED_NAME: u64 = 1 << 60;
 /// Sequence bits of an occupied slot's state word.
-pub(crate) const SEQ_MASK: u64 = DEADLINE_ABORTED - 1;
+pub(crate) const SEQ_MASK: u64 = OWNED_NAME - 1;
 
 /// The hot part of a task's record, 16 bytes: touched by every spawn,
 /// abort and settlement. Four fit in a cache line, so tasks that settle in
@@ -85,8 +87,9 @@ impl<H> TaskRecord<H> {
 }
 
 /// The cold part of a task's record: written at registration, read only by
-/// reports. It stays in place after settlement until the slot is reused, so
-/// the settlement path never touches it.
+/// reports. A `&'static str` name stays in place after settlement until the
+/// slot is reused (the settlement path does not touch it); a heap name is
+/// released at settlement.
 #[derive(Debug)]
 pub(crate) struct TaskInfo {
     pub(crate) name: TaskName,
@@ -113,6 +116,9 @@ pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 const CHUNK_SLOTS: usize = 15;
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
+/// A table at least this large compacts when a quarter or less of its slots
+/// are live (see [`TaskTable::compact`]).
+const COMPACT_MIN_SLOTS: u32 = 1024;
 
 #[derive(Debug)]
 struct Chunk<H> {
@@ -137,6 +143,9 @@ fn split(slot: u32) -> (usize, usize) {
 #[derive(Debug)]
 pub(crate) struct TaskTable<H> {
     len: usize,
+    /// Compact only once `len` is below this (halves after each compaction,
+    /// so a table pinned by one high slot does not rescan on every removal).
+    compact_below: usize,
     /// Slots handed out since the table was last empty.
     high_water: u32,
     free_head: u32,
@@ -148,6 +157,7 @@ impl<H> TaskTable<H> {
     pub(crate) fn new() -> Self {
         Self {
             len: 0,
+            compact_below: usize::MAX,
             high_water: 0,
             free_head: NO_FREE,
             chunks: Vec::new(),
@@ -210,8 +220,9 @@ impl<H> TaskTable<H> {
         if slot == self.free_head {
             self.free_head = chunk.hot[index].next_free().unwrap_or(NO_FREE);
         }
+        let owned = if name.is_static() { 0 } else { OWNED_NAME };
         chunk.hot[index] = TaskRecord {
-            state: seq & SEQ_MASK,
+            state: (seq & SEQ_MASK) | owned,
             handle: None,
         };
         // Replaces (and drops) the info a settled task left behind.
@@ -238,12 +249,17 @@ impl<H> TaskTable<H> {
     pub(crate) fn remove(&mut self, slot: u32, seq: u64) -> Option<Removed<H>> {
         let free_head = self.free_head;
         let record = self.get_mut(slot, seq)?;
+        let owned = record.state & OWNED_NAME != 0;
         let removed = Removed {
             abort_requested: record.state & ABORT_REQUESTED != 0,
             deadline_aborted: record.state & DEADLINE_ABORTED != 0,
             handle: record.handle.take(),
         };
         record.state = VACANT | u64::from(free_head);
+        if owned {
+            let (chunk, index) = split(slot);
+            self.chunks[chunk].cold[index] = None;
+        }
         self.free_head = slot;
         self.len -= 1;
         if self.len == 0 {
@@ -251,9 +267,43 @@ impl<H> TaskTable<H> {
             // churn) and gives back memory beyond a small working set.
             self.free_head = NO_FREE;
             self.high_water = 0;
+            self.compact_below = usize::MAX;
             self.chunks.truncate(IDLE_RETAINED_CHUNKS);
+        } else if self.high_water >= COMPACT_MIN_SLOTS
+            && self.len < (self.high_water / 4) as usize
+            && self.len <= self.compact_below
+        {
+            self.compact();
         }
         Some(removed)
+    }
+
+    /// Gives back the chunks above the highest live slot and rebuilds the
+    /// free list lowest-slot-first, so a table that held a burst keeps only
+    /// what its live tasks need (live records never move: their ids encode
+    /// the slot). O(high water); amortized by `compact_below`.
+    fn compact(&mut self) {
+        let highest_live = (0..self.high_water).rev().find(|slot| {
+            self.hot(*slot)
+                .is_some_and(|record| record.next_free().is_none())
+        });
+        let high_water = highest_live.map_or(0, |slot| slot + 1);
+        self.chunks.truncate(
+            (high_water as usize)
+                .div_ceil(CHUNK_SLOTS)
+                .max(IDLE_RETAINED_CHUNKS),
+        );
+        self.high_water = high_water;
+        self.free_head = NO_FREE;
+        for slot in (0..high_water).rev() {
+            let (chunk, index) = split(slot);
+            let record = &mut self.chunks[chunk].hot[index];
+            if record.next_free().is_some() {
+                record.state = VACANT | u64::from(self.free_head);
+                self.free_head = slot;
+            }
+        }
+        self.compact_below = self.len / 2;
     }
 
     /// Live records (hot and cold parts) in slot order.
@@ -351,5 +401,47 @@ mod tests {
         }
         assert_eq!(table.len(), 0);
         assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
+    }
+
+    #[test]
+    fn a_table_pinned_by_one_long_lived_task_gives_back_a_burst() {
+        let mut table = TaskTable::new();
+        let pinned = insert(&mut table);
+        let burst: Vec<_> = (0..5_000).map(|_| insert(&mut table)).collect();
+        assert!(table.chunks.len() > 300);
+        for (seq, slot) in &burst {
+            assert!(table.remove(*slot, *seq).is_some());
+        }
+        assert_eq!(table.len(), 1);
+        assert!(
+            table.contains(pinned.1, pinned.0),
+            "live ids keep their slot"
+        );
+        assert!(
+            table.chunks.len() <= 2,
+            "{} chunks retained",
+            table.chunks.len()
+        );
+        assert_eq!(table.iter().count(), 1);
+        let next = insert(&mut table);
+        assert!(table.contains(next.1, next.0));
+        assert_ne!(next.1, pinned.1);
+    }
+
+    #[test]
+    fn heap_names_are_released_at_settlement() {
+        let mut table: TaskTable<()> = TaskTable::new();
+        let name = std::sync::Arc::<str>::from("conn");
+        let slot = table
+            .insert(1, TaskName::from(&name), TaskKind::Worker, Instant::now())
+            .expect("room");
+        let _keep = insert(&mut table);
+        assert_eq!(std::sync::Arc::strong_count(&name), 2);
+        assert!(table.remove(slot, 1).is_some());
+        assert_eq!(
+            std::sync::Arc::strong_count(&name),
+            1,
+            "released without reuse"
+        );
     }
 }

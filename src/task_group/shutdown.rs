@@ -55,7 +55,7 @@ impl LocalSettlement {
 
 impl GroupInner {
     /// Installs `earliest(existing, deadline)` on this group.
-    fn tighten(&self, deadline: Instant) {
+    pub(super) fn tighten(&self, deadline: Instant) {
         let mut current = self.deadline.lock();
         if current.is_none_or(|existing| deadline < existing) {
             *current = Some(deadline);

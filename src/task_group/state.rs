@@ -14,12 +14,12 @@
 //! (one by default, see the constant). A task lives in shard
 //! `seq % SHARDS` for its whole life.
 //!
-//! Admission is still serialized with shutdown: a registration reads the
-//! phase while holding its shard's lock, and [`Gate::seal`] stores `CLOSING`
-//! and then acquires every shard lock (and the child-link lock) once. A
-//! registration that saw `OPEN` therefore finished before the seal passed its
-//! shard, and every later walk of the tables (aborts, reports) sees it; a
-//! registration after that sees `CLOSING`. A submission racing a shutdown is
+//! Admission is still serialized with shutdown: a registration (and a
+//! settlement deciding poisoning) reads the phase while holding its shard's
+//! lock, and [`Gate::seal`] stores `CLOSING` while holding every shard lock
+//! and the child-link lock. A registration that saw `OPEN` therefore finished
+//! before the seal, and every later walk of the tables (aborts, reports) sees
+//! it; a registration after that sees `CLOSING`. A submission racing a shutdown is
 //! either registered and then waited for, or rejected: never lost.
 //!
 //! The Tokio handoff happens after the shard lock is released; an abort
@@ -237,7 +237,12 @@ impl<H: AbortTarget, C> Gate<H, C> {
     }
 
     pub(crate) fn unregister_child(&self, id: TaskGroupId) {
-        self.children.lock().links.remove(&id);
+        let mut children = self.children.lock();
+        children.links.remove(&id);
+        // Give back the map's memory after a burst of short-lived children.
+        if children.links.capacity() > 64 && children.links.len() < children.links.capacity() / 4 {
+            children.links.shrink_to_fit();
+        }
     }
 
     /// Installs the abort handle of a registered task, honouring an abort
@@ -347,7 +352,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
         if removed.abort_requested {
             counters.live_abort_requested -= 1;
         }
-        if removed.deadline_aborted {
+        // A deadline abort counts as a timeout only if it ended the task: a
+        // task that completed while the abort raced it is just completed.
+        if removed.deadline_aborted && result != TaskResult::Completed {
             counters.deadline_aborted_settled += 1;
         }
         let poisoned_now = result == TaskResult::Panicked
@@ -371,12 +378,14 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// `OPEN`, and returns the live children.
     pub(crate) fn seal(&self) -> Vec<crate::loom::Arc<C>> {
         let children = self.children.lock();
+        // Every shard lock is held while the phase changes: a registration
+        // or a settlement (which decides poisoning) reads the phase under its
+        // shard lock, so it is wholly before or wholly after the seal.
+        let shards: Vec<_> = self.shards.iter().map(|shard| shard.state.lock()).collect();
         let _ = self
             .phase
             .compare_exchange(OPEN, CLOSING, Ordering::SeqCst, Ordering::SeqCst);
-        for shard in self.shards.iter() {
-            drop(shard.state.lock());
-        }
+        drop(shards);
         children.links.values().filter_map(Weak::upgrade).collect()
     }
 
@@ -433,3 +442,30 @@ impl<H: AbortTarget, C> Gate<H, C> {
 
 // `MAX_SLOTS * SHARDS` must fit the packed `u32` slot.
 const _: () = assert!((MAX_SLOTS as u64) * (SHARDS as u64) <= u32::MAX as u64);
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NoHandle;
+
+    impl AbortTarget for NoHandle {
+        fn abort(&self) {}
+    }
+
+    #[test]
+    fn a_deadline_abort_that_lost_the_race_to_completion_is_not_a_timeout() {
+        let gate: Gate<NoHandle, ()> = Gate::new(OPEN);
+        let (seq, slot) = gate
+            .register(TaskName::from("t"), TaskKind::Worker, Instant::now())
+            .expect("open");
+        gate.seal();
+        assert_eq!(gate.abort_matching(true, |_| true), 1);
+        gate.settle(slot, seq, TaskResult::Completed);
+        let counters = gate.snapshot(0).counters;
+        assert_eq!(counters.completed, 1);
+        assert_eq!(counters.deadline_aborted_settled, 0);
+        assert_eq!(counters.live_abort_requested, 0);
+    }
+}

@@ -34,6 +34,7 @@ macro_rules! with_inline_limit {
 
 impl TaskGroup {
     /// Registers `future` (already mapped to a [`TaskResult`]) and spawns it.
+    #[track_caller]
     pub(crate) fn spawn_tracked<F>(
         &self,
         name: TaskName,
@@ -44,10 +45,12 @@ impl TaskGroup {
         F: Future<Output = TaskResult> + Send + 'static,
     {
         let inner = &self.inner;
-        let (seq, slot) = inner
-            .gate
-            .register(name, kind, Instant::now())
-            .map_err(|refusal| refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))?;
+        let (seq, slot) = match inner.gate.register(name, kind, Instant::now()) {
+            Ok(key) => key,
+            Err(refusal) => {
+                return Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))
+            }
+        };
         let settlement = Settlement {
             group: Arc::clone(inner),
             slot,
@@ -70,6 +73,7 @@ impl TaskGroup {
     ///
     /// Kind `Closed` once shutdown has begun; kind `Poisoned` after a task of
     /// this group panicked while it was open (operation `SpawnTaskGroupTask`).
+    #[track_caller]
     pub fn spawn<F>(
         &self,
         name: impl Into<TaskName>,
@@ -92,6 +96,7 @@ impl TaskGroup {
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn).
+    #[track_caller]
     pub fn spawn_service<F>(&self, name: impl Into<TaskName>, future: F) -> RuntimeResult<TaskId>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -109,6 +114,7 @@ impl TaskGroup {
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn).
+    #[track_caller]
     pub fn spawn_cancellable_service<F>(
         &self,
         name: impl Into<TaskName>,
@@ -135,6 +141,7 @@ impl TaskGroup {
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn).
+    #[track_caller]
     pub fn spawn_with_handle<F>(
         &self,
         name: impl Into<TaskName>,
@@ -156,6 +163,7 @@ impl TaskGroup {
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn).
+    #[track_caller]
     pub fn spawn_service_with_handle<F>(
         &self,
         name: impl Into<TaskName>,

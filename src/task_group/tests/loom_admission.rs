@@ -145,3 +145,25 @@ fn loom_panic_poisons_only_an_open_group_once() {
         assert_eq!(gate.snapshot(0).counters.panicked, 2);
     });
 }
+
+/// A panic settled concurrently with the seal poisons the group only if it
+/// settled before the seal: once an observer sees the group sealed and not
+/// poisoned, it never becomes poisoned (lifecycle states are monotonic).
+#[test]
+fn loom_no_poisoning_after_the_seal() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let (seq, slot) = register(&gate).expect("open gate");
+        let settler = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || gate.settle(slot, seq, TaskResult::Panicked).poisoned_now)
+        };
+        gate.seal();
+        let poisoned_when_sealed = gate.is_poisoned();
+        let poisoned_now = settler.join().expect("settler thread");
+        assert_eq!(poisoned_now, gate.is_poisoned());
+        if !poisoned_when_sealed {
+            assert!(!gate.is_poisoned(), "poisoned after the seal");
+        }
+    });
+}

@@ -64,6 +64,10 @@ pub struct RuntimeConfig {
     /// Whether the Tokio I/O driver is enabled.
     pub enable_io: bool,
     /// Whether the Tokio time driver is enabled.
+    ///
+    /// A [`RuntimeOwner`](crate::RuntimeOwner) always enables it, because
+    /// shutdown deadlines are Tokio timers; `false` is accepted for
+    /// compatibility and has no effect on an owned runtime.
     pub enable_time: bool,
 }
 

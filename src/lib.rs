@@ -38,6 +38,7 @@ mod blocking;
 mod config;
 mod context;
 mod error;
+mod operation;
 mod owner;
 pub mod prelude;
 mod service_context;
@@ -50,6 +51,10 @@ pub use blocking::*;
 pub use config::*;
 pub use context::RuntimeContext;
 pub use error::*;
+pub use operation::{
+    OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
+    OperationWaitPolicy,
+};
 pub use owner::{RuntimeOwner, RuntimeOwnerPlan};
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
 pub use shutdown_deadline::*;

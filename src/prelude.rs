@@ -1,6 +1,7 @@
 //! The recommended entry path: `use rocketmq_runtime::prelude::*;`.
 
 pub use crate::{
-    ChildServiceContext, RootServiceContext, RuntimeConfig, RuntimeOwner, ShutdownDeadline,
+    ChildServiceContext, OperationContext, OperationOutcome, OperationWaitOutcome,
+    OperationWaitPolicy, RootServiceContext, RuntimeConfig, RuntimeOwner, ShutdownDeadline,
     ShutdownReport, TaskGroup, TaskKind,
 };

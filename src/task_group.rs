@@ -15,9 +15,9 @@
 //! | settlement | `task_group/completion.rs` | destroy the future → account → publish |
 //! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
 
-mod completion;
+pub(crate) mod completion;
 mod identity;
-mod registry;
+pub(crate) mod registry;
 mod shutdown;
 pub(crate) mod state;
 mod submission;

@@ -22,6 +22,25 @@ use crate::loom::Arc;
 use crate::task_group::identity::TaskResult;
 use crate::task_group::GroupInner;
 
+/// How a tracked future ended, decided by [`Tracked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending<T> {
+    /// The future returned this value and was destroyed cleanly.
+    Returned(T),
+    /// The future panicked while polled or while destroyed.
+    Panicked,
+    /// The future was destroyed before it returned (abort, runtime teardown).
+    Aborted,
+}
+
+/// What runs once a tracked future is destroyed: account, then publish.
+pub(crate) trait Settle {
+    /// The value the wrapped future returns.
+    type Output;
+
+    fn finish(self, ending: Ending<Self::Output>);
+}
+
 /// The settlement ticket of one registered task.
 #[derive(Debug)]
 pub(crate) struct Settlement {
@@ -30,37 +49,44 @@ pub(crate) struct Settlement {
     pub(crate) seq: u64,
 }
 
-impl Settlement {
-    fn finish(self, result: TaskResult) {
+impl Settle for Settlement {
+    type Output = TaskResult;
+
+    fn finish(self, ending: Ending<TaskResult>) {
+        let result = match ending {
+            Ending::Returned(result) => result,
+            Ending::Panicked => TaskResult::Panicked,
+            Ending::Aborted => TaskResult::Aborted,
+        };
         self.group.settle(self.slot, self.seq, result);
     }
 }
 
 pin_project! {
     /// A tracked task: the user future plus its settlement ticket.
-    pub(crate) struct Tracked<F> {
+    pub(crate) struct Tracked<F, S: Settle> {
         #[pin]
         future: Option<F>,
-        settlement: Option<Settlement>,
+        settlement: Option<S>,
     }
 
-    impl<F> PinnedDrop for Tracked<F> {
+    impl<F, S: Settle> PinnedDrop for Tracked<F, S> {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             if let Some(settlement) = this.settlement.take() {
                 // Dropped before completing: aborted, or the runtime shut down.
                 let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
                 settlement.finish(match destroyed {
-                    Ok(()) => TaskResult::Aborted,
-                    Err(_) => TaskResult::Panicked,
+                    Ok(()) => Ending::Aborted,
+                    Err(_) => Ending::Panicked,
                 });
             }
         }
     }
 }
 
-impl<F> Tracked<F> {
-    pub(crate) fn new(future: F, settlement: Settlement) -> Self {
+impl<F, S: Settle> Tracked<F, S> {
+    pub(crate) fn new(future: F, settlement: S) -> Self {
         Self {
             future: Some(future),
             settlement: Some(settlement),
@@ -68,9 +94,10 @@ impl<F> Tracked<F> {
     }
 }
 
-impl<F> Future for Tracked<F>
+impl<F, S> Future for Tracked<F, S>
 where
-    F: Future<Output = TaskResult>,
+    F: Future<Output = S::Output>,
+    S: Settle,
 {
     type Output = ();
 
@@ -80,19 +107,18 @@ where
             return Poll::Ready(());
         };
         let polled = catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
-        let (result, payload) = match polled {
+        let (returned, payload) = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(result)) => (result, None),
-            Err(payload) => (TaskResult::Panicked, Some(payload)),
+            Ok(Poll::Ready(value)) => (Some(value), None),
+            Err(payload) => (None, Some(payload)),
         };
         let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-        let result = if destroyed.is_err() {
-            TaskResult::Panicked
-        } else {
-            result
+        let ending = match (returned, destroyed) {
+            (Some(value), Ok(())) => Ending::Returned(value),
+            _ => Ending::Panicked,
         };
         if let Some(settlement) = this.settlement.take() {
-            settlement.finish(result);
+            settlement.finish(ending);
         }
         if let Some(payload) = payload {
             // Settled; let Tokio record the panic for a join handle.

@@ -95,7 +95,13 @@ pub(crate) struct TaskInfo {
     pub(crate) name: TaskName,
     pub(crate) kind: TaskKind,
     pub(crate) started: Instant,
+    /// The operation the task belongs to (see [`crate::OperationContext`]).
+    pub(crate) operation: Option<OperationTag>,
 }
+
+/// The process-unique id of an [`OperationContext`](crate::OperationContext)
+/// that tags its tasks in the owner's table.
+pub(crate) type OperationTag = std::num::NonZeroU64;
 
 /// What a settlement removed.
 #[derive(Debug)]
@@ -110,10 +116,10 @@ const NO_FREE: u32 = u32::MAX;
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// Slots per chunk. Chunks never move, so growing the table never copies
-/// live records. 15 slots (16-byte hot and 48-byte cold parts) keep a chunk
+/// live records. 14 slots (16-byte hot and 56-byte cold parts) keep a chunk
 /// under 1 KiB, the size from which glibc's allocator starts consolidating
 /// freed blocks.
-const CHUNK_SLOTS: usize = 15;
+const CHUNK_SLOTS: usize = 14;
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
 /// A table at least this large compacts when a quarter or less of its slots
@@ -200,6 +206,7 @@ impl<H> TaskTable<H> {
         name: TaskName,
         kind: TaskKind,
         started: Instant,
+        operation: Option<OperationTag>,
     ) -> Option<u32> {
         debug_assert!(seq != 0 && seq & !SEQ_MASK == 0);
         let slot = if self.free_head != NO_FREE {
@@ -230,6 +237,7 @@ impl<H> TaskTable<H> {
             name,
             kind,
             started,
+            operation,
         });
         self.len += 1;
         Some(slot)
@@ -320,21 +328,25 @@ impl<H> TaskTable<H> {
             })
     }
 
-    /// Live records whose slot index lies in `range`.
+    /// Live records (hot part, mutable; cold part) whose slot index lies in
+    /// `range`.
     pub(crate) fn records_mut(
         &mut self,
         range: std::ops::Range<u32>,
-    ) -> impl Iterator<Item = &mut TaskRecord<H>> {
+    ) -> impl Iterator<Item = (&mut TaskRecord<H>, &TaskInfo)> {
         let start = range.start as usize;
         let len = range.end.saturating_sub(range.start) as usize;
         let first_chunk = start / CHUNK_SLOTS;
         self.chunks
             .iter_mut()
             .skip(first_chunk)
-            .flat_map(|chunk| chunk.hot.iter_mut())
+            .flat_map(|chunk| chunk.hot.iter_mut().zip(chunk.cold.iter()))
             .skip(start - first_chunk * CHUNK_SLOTS)
             .take(len)
-            .filter(|record| record.next_free().is_none())
+            .filter_map(|(record, info)| match (record.next_free(), info) {
+                (None, Some(info)) => Some((record, info)),
+                _ => None,
+            })
     }
 }
 
@@ -346,7 +358,13 @@ mod tests {
         thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
         let seq = NEXT.with(|next| next.replace(next.get() + 1));
         let slot = table
-            .insert(seq, TaskName::from("t"), TaskKind::Worker, Instant::now())
+            .insert(
+                seq,
+                TaskName::from("t"),
+                TaskKind::Worker,
+                Instant::now(),
+                None,
+            )
             .expect("room");
         (seq, slot)
     }
@@ -433,7 +451,13 @@ mod tests {
         let mut table: TaskTable<()> = TaskTable::new();
         let name = std::sync::Arc::<str>::from("conn");
         let slot = table
-            .insert(1, TaskName::from(&name), TaskKind::Worker, Instant::now())
+            .insert(
+                1,
+                TaskName::from(&name),
+                TaskKind::Worker,
+                Instant::now(),
+                None,
+            )
             .expect("room");
         let _keep = insert(&mut table);
         assert_eq!(std::sync::Arc::strong_count(&name), 2);

@@ -33,7 +33,9 @@ use tokio::time::Instant;
 
 use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
-use crate::task_group::registry::{AbortTarget, TaskRecord, TaskTable, MAX_SLOTS};
+use crate::task_group::registry::{
+    AbortTarget, OperationTag, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
+};
 
 pub(crate) const OPEN: u8 = 0;
 pub(crate) const CLOSING: u8 = 1;
@@ -215,6 +217,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         name: TaskName,
         kind: TaskKind,
         started: Instant,
+        operation: Option<OperationTag>,
     ) -> Result<(u64, u32), Refusal> {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let shard = shard_of(seq);
@@ -222,7 +225,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         self.admission()?;
         let local = state
             .table
-            .insert(seq, name, kind, started)
+            .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
         self.live.fetch_add(1, Ordering::SeqCst);
         Ok((seq, pack(local, shard)))
@@ -287,7 +290,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
     pub(crate) fn abort_matching(
         &self,
         by_deadline: bool,
-        mut filter: impl FnMut(&TaskRecord<H>) -> bool,
+        mut filter: impl FnMut(&TaskInfo) -> bool,
     ) -> usize {
         let last_seq = self.next_seq.load(Ordering::SeqCst);
         let mut newly = 0;
@@ -301,8 +304,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
                     .table
                     .high_water()
                     .min(next.saturating_add(ABORT_BATCH));
-                for record in state.table.records_mut(next..end) {
-                    if record.seq() < last_seq && filter(record) {
+                for (record, info) in state.table.records_mut(next..end) {
+                    if record.seq() < last_seq && filter(info) {
                         let (first, handle) =
                             request_abort(record, &mut state.counters, by_deadline);
                         newly += usize::from(first);
@@ -458,7 +461,7 @@ mod tests {
     fn a_deadline_abort_that_lost_the_race_to_completion_is_not_a_timeout() {
         let gate: Gate<NoHandle, ()> = Gate::new(OPEN);
         let (seq, slot) = gate
-            .register(TaskName::from("t"), TaskKind::Worker, Instant::now())
+            .register(TaskName::from("t"), TaskKind::Worker, Instant::now(), None)
             .expect("open");
         gate.seal();
         assert_eq!(gate.abort_matching(true, |_| true), 1);

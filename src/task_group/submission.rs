@@ -8,8 +8,9 @@ use tokio::time::Instant;
 
 use crate::error::{RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Ordering};
-use crate::task_group::completion::{Plain, Settlement, Tracked, UntilCancelled};
+use crate::task_group::completion::{Plain, Settle, Settlement, Tracked, UntilCancelled};
 use crate::task_group::identity::{TaskId, TaskKind, TaskName, TaskResult};
+use crate::task_group::registry::OperationTag;
 use crate::task_group::{refusal_error, TaskGroup};
 use crate::ShutdownDeadline;
 
@@ -44,20 +45,38 @@ impl TaskGroup {
     where
         F: Future<Output = TaskResult> + Send + 'static,
     {
+        self.spawn_settled(name, kind, None, future, |settlement| settlement)
+    }
+
+    /// The one submission path: registers the task (tagged with its
+    /// operation, if any) under the gate, hands it to Tokio wrapped in
+    /// [`Tracked`] with the settlement `settle` builds, then installs the
+    /// abort handle (an abort requested in between is honoured there).
+    #[track_caller]
+    pub(crate) fn spawn_settled<F, S>(
+        &self,
+        name: TaskName,
+        kind: TaskKind,
+        operation: Option<OperationTag>,
+        future: F,
+        settle: impl FnOnce(Settlement) -> S,
+    ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
+    where
+        F: Future<Output = S::Output> + Send + 'static,
+        S: Settle + Send + 'static,
+    {
         let inner = &self.inner;
-        let (seq, slot) = match inner.gate.register(name, kind, Instant::now()) {
+        let (seq, slot) = match inner.gate.register(name, kind, Instant::now(), operation) {
             Ok(key) => key,
             Err(refusal) => {
                 return Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))
             }
         };
-        let settlement = Settlement {
+        let settlement = settle(Settlement {
             group: Arc::clone(inner),
             slot,
             seq,
-        };
-        // The gate is released: hand the task to Tokio, then install its
-        // abort handle (an abort requested in between is honoured there).
+        });
         let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
         inner.gate.install(slot, seq, join.abort_handle());
         Ok((TaskId::new(inner.id, seq, slot), join))
@@ -173,6 +192,81 @@ impl TaskGroup {
         F: Future<Output = ()> + Send + 'static,
     {
         self.spawn_with_handle(name, TaskKind::Service, future)
+    }
+
+    /// Spawns a task of `operation` into this group (its owner).
+    ///
+    /// The task is tagged with the operation in this group's table and
+    /// observes, in priority order, this group's cancellation (outcome
+    /// `OwnerCancelled`), the operation's cancellation (`Cancelled`) and its
+    /// deadline (`DeadlineExceeded`): whichever comes first drops the future.
+    /// The first accepted submission binds the operation to this group.
+    /// See [`OperationContext`](crate::OperationContext).
+    ///
+    /// # Errors
+    ///
+    /// * kind `Closed`, operation `SpawnOperation`: the operation's
+    ///   admission is closed, it is cancelled, or its deadline has passed;
+    /// * `internal_failure(OperationOwner)`: the operation is bound to
+    ///   another group;
+    /// * as [`spawn`](Self::spawn) when this group refuses the task (the
+    ///   operation's admission is rolled back).
+    ///
+    /// A refused submission changes no operation counter.
+    #[track_caller]
+    pub fn spawn_operation<F>(
+        &self,
+        operation: &crate::OperationContext,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        with_inline_limit!(future, |f| crate::operation::spawn_in_operation(
+            self,
+            operation,
+            name.into(),
+            false,
+            f
+        ))
+    }
+
+    /// Spawns a task of `operation` that keeps running after this group is
+    /// cancelled.
+    ///
+    /// Like [`spawn_operation`](Self::spawn_operation) without the owner
+    /// cancellation branch: the task ends when it completes, when the
+    /// operation is cancelled or expires, when a wait aborts it, or when
+    /// this group's shutdown deadline aborts it.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn_operation`](Self::spawn_operation).
+    #[track_caller]
+    pub fn spawn_draining_operation<F>(
+        &self,
+        operation: &crate::OperationContext,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        with_inline_limit!(future, |f| crate::operation::spawn_in_operation(
+            self,
+            operation,
+            name.into(),
+            true,
+            f
+        ))
+    }
+
+    /// Requests an abort of every task of an operation (crate: waits).
+    pub(crate) fn abort_operation_tasks(&self, operation: OperationTag) -> usize {
+        self.inner
+            .gate
+            .abort_matching(false, |info| info.operation == Some(operation))
     }
 
     /// Requests an abort of one task of this group.

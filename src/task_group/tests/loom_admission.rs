@@ -25,7 +25,12 @@ impl AbortTarget for RecordingHandle {
 type TestGate = Gate<RecordingHandle, ()>;
 
 fn register(gate: &TestGate) -> Result<(u64, u32), Refusal> {
-    gate.register(TaskName::from("task"), TaskKind::Worker, Instant::now())
+    gate.register(
+        TaskName::from("task"),
+        TaskKind::Worker,
+        Instant::now(),
+        None,
+    )
 }
 
 /// A spawn racing a shutdown is either registered before the seal (and then

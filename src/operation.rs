@@ -1,0 +1,289 @@
+//! Operations: bounded requests and restartable work without a task group.
+//!
+//! An [`OperationContext`] carries its own cancellation, an optional
+//! absolute deadline, an admission gate and six outcome counters. Its tasks
+//! are ordinary tracked tasks of a fixed component group (the *owner*),
+//! tagged with the operation's id in the owner's task table: an operation
+//! adds no task group, no child link and no per-task history.
+//!
+//! | State | Owner |
+//! | --- | --- |
+//! | admission, active count, owner binding | [`gate`] (`OperationGate`) |
+//! | the task wrapper that picks the outcome | [`run`] (`OperationRun`) |
+//! | outcome counters, observer | `OperationShared` (this file) |
+//! | waits and their abort phase | [`wait`] |
+//!
+//! Settlement order of an operation task: the user future is destroyed, the
+//! owner removes the task's record and counts it, the operation counts the
+//! outcome and calls the observer, and only then the active count drops (and
+//! idle waiters are woken). So an operation whose count reads zero has no
+//! task listed by its owner and every outcome published.
+
+mod gate;
+mod outcome;
+mod run;
+#[cfg(all(test, loom))]
+mod tests;
+mod wait;
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::{Arc, AtomicU64, Ordering, StaticAtomicU64};
+use crate::task_group::TaskKind;
+
+pub(crate) use gate::OperationGate;
+pub use outcome::{
+    OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome, OperationWaitPolicy,
+};
+pub(crate) use run::spawn_in_operation;
+
+/// Process-unique operation ids (the tag of its tasks in owner tables).
+static NEXT_OPERATION_ID: StaticAtomicU64 = StaticAtomicU64::new(0);
+
+/// The state every view of one operation shares.
+pub(crate) struct OperationShared {
+    id: NonZeroU64,
+    pub(crate) gate: OperationGate,
+    deadline: Option<Instant>,
+    /// Woken on cancellation (tasks) and on becoming idle (waiters); both
+    /// sides re-check the state they wait for.
+    pub(crate) notify: Arc<Notify>,
+    outcomes: [AtomicU64; 6],
+    observer: OnceLock<Arc<dyn OperationOutcomeObserver>>,
+}
+
+impl OperationShared {
+    pub(crate) fn id(&self) -> NonZeroU64 {
+        self.id
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// True once the deadline has passed.
+    pub(crate) fn is_expired(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| deadline <= Instant::now())
+    }
+
+    /// Publishes the outcome of one accepted task whose owner record is
+    /// already removed: count, observe, then release (waking idle waiters).
+    pub(crate) fn publish(&self, kind: TaskKind, outcome: OperationOutcome) {
+        self.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        if let Some(observer) = self.observer.get() {
+            let observed = catch_unwind(AssertUnwindSafe(|| observer.on_outcome(kind, outcome)));
+            if observed.is_err() {
+                tracing::error!(
+                    operation_id = self.id.get(),
+                    outcome = outcome.as_str(),
+                    "operation outcome observer panicked; the outcome stays counted"
+                );
+            }
+        }
+        self.release();
+    }
+
+    /// Releases one admission and wakes idle waiters if it was the last.
+    pub(crate) fn release(&self) {
+        if self.gate.release() {
+            self.notify.notify_waiters();
+        }
+    }
+}
+
+impl fmt::Debug for OperationShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperationShared")
+            .field("id", &self.id)
+            .field("deadline", &self.deadline)
+            .field("cancelled", &self.gate.is_cancelled())
+            .field("closed", &self.gate.is_closed())
+            .field("active", &self.gate.active())
+            .field("owner", &self.gate.owner())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bounded request or restartable unit of work inside a component group.
+///
+/// Clones (and [`with_task_kind`](Self::with_task_kind) views) share the
+/// cancellation, deadline, admission, owner binding and counters. An
+/// operation never creates a task group: its tasks are submitted with
+/// [`TaskGroup::spawn_operation`](crate::TaskGroup::spawn_operation) or
+/// [`TaskGroup::spawn_draining_operation`](crate::TaskGroup::spawn_draining_operation)
+/// and live in that group, tagged with the operation. The first accepted
+/// submission binds the operation to its group (the *owner*); a submission
+/// or wait with another group fails with [`RuntimeOperation::OperationOwner`].
+///
+/// Admission is refused with kind `Closed` (operation
+/// [`RuntimeOperation::SpawnOperation`]) after
+/// [`close_admission`](Self::close_admission), [`cancel`](Self::cancel) or
+/// once the deadline has passed; a refused submission changes no counter.
+///
+/// ```
+/// use std::time::Duration;
+/// use rocketmq_runtime::{OperationContext, OperationOutcome, RuntimeConfig, RuntimeOwner, TaskKind};
+///
+/// let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("ops", 2))?.build()?;
+/// let broker = owner.root_context().component("broker");
+/// let group = broker.task_group().clone();
+/// let completed = owner.block_on(async move {
+///     let request = OperationContext::without_deadline(TaskKind::Worker);
+///     group.spawn_operation(&request, "handle-request", async {})?;
+///     assert!(request.wait(&group, Duration::from_secs(1)).await?);
+///     Ok::<_, rocketmq_runtime::RuntimeError>(request.outcomes()[0])
+/// })?;
+/// assert_eq!(completed, (OperationOutcome::Completed, 1));
+/// assert!(owner.shutdown_runtime_blocking()?.is_healthy());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct OperationContext {
+    shared: Arc<OperationShared>,
+    kind: TaskKind,
+}
+
+impl OperationContext {
+    /// An operation whose tasks are dropped once `deadline` passes.
+    ///
+    /// The deadline is absolute; it is converted to Tokio's clock with
+    /// [`tokio::time::Instant::from_std`].
+    pub fn new(deadline: std::time::Instant, kind: TaskKind) -> Self {
+        Self::with_deadline(Some(Instant::from_std(deadline)), kind)
+    }
+
+    /// An operation without a deadline.
+    pub fn without_deadline(kind: TaskKind) -> Self {
+        Self::with_deadline(None, kind)
+    }
+
+    fn with_deadline(deadline: Option<Instant>, kind: TaskKind) -> Self {
+        let id = NonZeroU64::MIN.saturating_add(NEXT_OPERATION_ID.fetch_add(1, Ordering::Relaxed));
+        Self {
+            shared: Arc::new(OperationShared {
+                id,
+                gate: OperationGate::default(),
+                deadline,
+                notify: Arc::new(Notify::new()),
+                outcomes: Default::default(),
+                observer: OnceLock::new(),
+            }),
+            kind,
+        }
+    }
+
+    /// A view with another task kind for its submissions and observer
+    /// callbacks, sharing everything else with `self`.
+    pub fn with_task_kind(&self, kind: TaskKind) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            kind,
+        }
+    }
+
+    /// The task kind of this view's submissions.
+    pub fn task_kind(&self) -> TaskKind {
+        self.kind
+    }
+
+    /// The absolute deadline, if any.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.shared.deadline.map(Instant::into_std)
+    }
+
+    /// True once [`cancel`](Self::cancel) was called on any view.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.gate.is_cancelled()
+    }
+
+    /// True once admission is closed (by `close_admission`, `cancel` or
+    /// `wait_with_policy`). An expired deadline refuses submissions without
+    /// closing admission.
+    pub fn is_admission_closed(&self) -> bool {
+        self.shared.gate.is_closed()
+    }
+
+    /// Closes admission and cancels the operation: every task of it drops
+    /// its future at its next poll (outcome `Cancelled`, or `OwnerCancelled`
+    /// if the owner was cancelled too). Does not wait.
+    pub fn cancel(&self) {
+        if self.shared.gate.cancel() {
+            self.shared.notify.notify_waiters();
+        }
+    }
+
+    /// Stops new submissions; running tasks continue.
+    pub fn close_admission(&self) {
+        self.shared.gate.close();
+    }
+
+    /// Accepted tasks whose futures are not yet destroyed (or whose outcome
+    /// is not yet published).
+    pub fn active_task_count(&self) -> usize {
+        self.shared.gate.active()
+    }
+
+    /// The lifetime outcome counters, in [`OperationOutcome::ALL`] order.
+    /// There is no per-task history.
+    pub fn outcomes(&self) -> [(OperationOutcome, u64); 6] {
+        OperationOutcome::ALL.map(|outcome| {
+            (
+                outcome,
+                self.shared.outcomes[outcome.index()].load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// The counter of one outcome.
+    pub fn outcome_count(&self, outcome: OperationOutcome) -> u64 {
+        self.shared.outcomes[outcome.index()].load(Ordering::Relaxed)
+    }
+
+    /// Installs the outcome observer.
+    ///
+    /// # Errors
+    ///
+    /// `context_unavailable(SpawnOperation)` once a submission was accepted
+    /// or an observer is already installed.
+    pub fn set_outcome_observer(
+        &self,
+        observer: Arc<dyn OperationOutcomeObserver>,
+    ) -> RuntimeResult<()> {
+        let installed = self
+            .shared
+            .gate
+            .before_first_submission(|| self.shared.observer.set(observer).is_ok());
+        if installed == Some(true) {
+            Ok(())
+        } else {
+            Err(RuntimeError::context_unavailable(
+                RuntimeOperation::SpawnOperation,
+            ))
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<OperationShared> {
+        &self.shared
+    }
+}
+
+impl fmt::Debug for OperationContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperationContext")
+            .field("id", &self.shared.id)
+            .field("kind", &self.kind)
+            .field("deadline", &self.shared.deadline)
+            .field("cancelled", &self.shared.gate.is_cancelled())
+            .field("admission_closed", &self.shared.gate.is_closed())
+            .field("active_tasks", &self.shared.gate.active())
+            .finish()
+    }
+}

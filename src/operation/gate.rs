@@ -1,0 +1,245 @@
+//! The admission gate of one operation: a state word and an owner binding.
+//!
+//! The state word packs two flags, the idle watchers and the active count:
+//!
+//! | Bits | Meaning |
+//! | --- | --- |
+//! | 63 `CLOSED` | admission is closed (`close_admission`, `cancel`, `wait_with_policy`) |
+//! | 62 `CANCELLED` | the operation is cancelled (implies `CLOSED`) |
+//! | 32..62 | idle watchers (waits in progress) |
+//! | 0..32 | accepted tasks whose settlement has not been published |
+//!
+//! An admission is one compare-and-swap that adds one only while `CLOSED`
+//! is clear, so once `close` returns no submission is ever accepted again
+//! and the count only falls. A task is admitted *before* it is registered
+//! with the owner group and released only *after* the owner has removed its
+//! record and its outcome is counted: whenever the count reads zero, the
+//! owner lists no task of the operation and every outcome is published.
+//!
+//! Idle notification needs no fence: watchers and the count share the word.
+//! A waiter adds itself with a read-modify-write and then reads the count;
+//! a release subtracts and sees, in the value it replaced, whether anyone
+//! watches. Both act on one location, so either the waiter's read follows
+//! the release (it sees the count drop) or the release follows the
+//! registration (it sees the watcher and notifies): a waiter is never left
+//! asleep on an idle operation.
+//!
+//! The owner binding is a group id written once, under `bind`, by the first
+//! submission the owner group accepted.
+
+use crate::loom::{AtomicU64, Mutex, Ordering};
+
+const CLOSED: u64 = 1 << 63;
+const CANCELLED: u64 = 1 << 62;
+const WATCHER: u64 = 1 << 32;
+const WATCHERS: u64 = (CANCELLED - 1) & !ACTIVE;
+const ACTIVE: u64 = WATCHER - 1;
+/// No owner group bound yet (group ids start at 1).
+const UNBOUND: u64 = 0;
+
+/// Why a submission was refused before it reached the owner group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Admission is closed (or the operation cancelled).
+    Closed,
+    /// The operation is bound to another owner group.
+    WrongOwner,
+    /// The active count is at its maximum (2^32 - 1 tasks).
+    Full,
+}
+
+/// Admission, active count and owner binding of one operation.
+#[derive(Debug, Default)]
+pub(crate) struct OperationGate {
+    state: AtomicU64,
+    owner: AtomicU64,
+    /// Serialises the first (binding) submission with other first
+    /// submissions and with the installation of an outcome observer.
+    bind: Mutex<()>,
+}
+
+impl OperationGate {
+    /// Admits one task unless admission is closed or the operation is bound
+    /// to a group other than `group`; on success `register` runs (with the
+    /// task already counted). If `register` fails the admission is rolled
+    /// back (`Err(Ok(e))`, and `release` tells whether to notify). The first
+    /// successful registration binds the operation to `group`.
+    pub(crate) fn submit<R, E>(
+        &self,
+        group: u64,
+        register: impl FnOnce() -> Result<R, E>,
+    ) -> Result<R, Submission<E>> {
+        debug_assert_ne!(group, UNBOUND);
+        let owner = self.owner.load(Ordering::Acquire);
+        if owner == group {
+            return self.admit_and(register);
+        }
+        if owner != UNBOUND {
+            return Err(Submission::Refused(Refused::WrongOwner));
+        }
+        let _binding = self.bind.lock();
+        match self.owner.load(Ordering::Acquire) {
+            UNBOUND => {}
+            owner if owner == group => {}
+            _ => return Err(Submission::Refused(Refused::WrongOwner)),
+        }
+        let registered = self.admit_and(register)?;
+        self.owner.store(group, Ordering::Release);
+        Ok(registered)
+    }
+
+    fn admit_and<R, E>(&self, register: impl FnOnce() -> Result<R, E>) -> Result<R, Submission<E>> {
+        self.admit().map_err(Submission::Refused)?;
+        register().map_err(|error| Submission::Failed {
+            error,
+            notify: self.release(),
+        })
+    }
+
+    /// Counts one accepted task unless admission is closed.
+    fn admit(&self) -> Result<(), Refused> {
+        let mut state = self.state.load(Ordering::SeqCst);
+        loop {
+            if state & CLOSED != 0 {
+                return Err(Refused::Closed);
+            }
+            if state & ACTIVE == ACTIVE {
+                return Err(Refused::Full);
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(current) => state = current,
+            }
+        }
+    }
+
+    /// Releases one accepted task (after its outcome is counted). True when
+    /// this made the operation idle while someone watches: notify then.
+    pub(crate) fn release(&self) -> bool {
+        let previous = self.state.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(previous & ACTIVE != 0, "release without admission");
+        previous & ACTIVE == 1 && previous & WATCHERS != 0
+    }
+
+    /// Closes admission. Running tasks are unaffected.
+    pub(crate) fn close(&self) {
+        self.state.fetch_or(CLOSED, Ordering::SeqCst);
+    }
+
+    /// Closes admission and marks the operation cancelled; true the first time.
+    pub(crate) fn cancel(&self) -> bool {
+        self.state.fetch_or(CLOSED | CANCELLED, Ordering::SeqCst) & CANCELLED == 0
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.load(Ordering::SeqCst) & CANCELLED != 0
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(Ordering::SeqCst) & CLOSED != 0
+    }
+
+    /// Accepted tasks whose settlement is not yet published.
+    pub(crate) fn active(&self) -> usize {
+        (self.state.load(Ordering::SeqCst) & ACTIVE) as usize
+    }
+
+    /// The bound owner group's id, if any submission was accepted.
+    pub(crate) fn owner(&self) -> Option<u64> {
+        match self.owner.load(Ordering::Acquire) {
+            UNBOUND => None,
+            owner => Some(owner),
+        }
+    }
+
+    /// Runs `install` if no submission has been accepted yet, serialised
+    /// with the first submission; `None` once the operation is bound.
+    pub(crate) fn before_first_submission<R>(&self, install: impl FnOnce() -> R) -> Option<R> {
+        let _binding = self.bind.lock();
+        (self.owner.load(Ordering::Acquire) == UNBOUND).then(install)
+    }
+
+    /// Registers interest in the idle notification for as long as it lives;
+    /// read [`active`](Self::active) after creating it.
+    pub(crate) fn watch(&self) -> IdleWatch<'_> {
+        let previous = self.state.fetch_add(WATCHER, Ordering::SeqCst);
+        debug_assert!(previous & WATCHERS != WATCHERS, "watcher count overflow");
+        IdleWatch(&self.state)
+    }
+}
+
+/// The failure of [`OperationGate::submit`].
+#[derive(Debug)]
+pub(crate) enum Submission<E> {
+    /// Refused by the operation; nothing was counted.
+    Refused(Refused),
+    /// The owner refused the registration; the admission was rolled back.
+    /// `notify` is the rollback's [`OperationGate::release`] answer.
+    Failed { error: E, notify: bool },
+}
+
+/// A registered idle watcher (see [`OperationGate::watch`]).
+#[derive(Debug)]
+pub(crate) struct IdleWatch<'a>(&'a AtomicU64);
+
+impl Drop for IdleWatch<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(WATCHER, Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_counts_until_closed_and_rolls_back_refusals() {
+        let gate = OperationGate::default();
+        assert!(gate.submit(7, || Ok::<_, ()>(())).is_ok());
+        assert_eq!(gate.active(), 1);
+        assert_eq!(gate.owner(), Some(7));
+        match gate.submit(7, || Err::<(), _>("group closed")) {
+            Err(Submission::Failed { error, notify }) => {
+                assert_eq!(error, "group closed");
+                assert!(!notify, "nobody watches");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(gate.active(), 1, "a refused registration counts nothing");
+        assert!(matches!(
+            gate.submit(8, || Ok::<_, ()>(())),
+            Err(Submission::Refused(Refused::WrongOwner))
+        ));
+        gate.close();
+        assert!(matches!(
+            gate.submit(7, || Ok::<_, ()>(())),
+            Err(Submission::Refused(Refused::Closed))
+        ));
+        assert_eq!(gate.active(), 1);
+        let watch = gate.watch();
+        assert_eq!(gate.active(), 1, "watchers are not tasks");
+        assert!(gate.release(), "the last release notifies a watcher");
+        drop(watch);
+        assert!(gate.submit(7, || Ok::<_, ()>(())).is_err());
+        assert_eq!(gate.active(), 0);
+        assert!(gate.cancel());
+        assert!(!gate.cancel(), "only the first cancel reports");
+        assert!(gate.is_cancelled() && gate.is_closed());
+    }
+
+    #[test]
+    fn a_failed_first_submission_does_not_bind() {
+        let gate = OperationGate::default();
+        assert!(gate.submit(3, || Err::<(), _>(())).is_err());
+        assert_eq!(gate.owner(), None);
+        assert_eq!(gate.before_first_submission(|| 1), Some(1));
+        assert!(gate.submit(4, || Ok::<_, ()>(())).is_ok());
+        assert_eq!(gate.owner(), Some(4));
+        assert_eq!(gate.before_first_submission(|| 1), None);
+    }
+}

@@ -1,0 +1,234 @@
+//! The operation task wrapper: picks the outcome, then settles it.
+//!
+//! [`OperationRun`] wraps the user future inside the owner group's
+//! [`Tracked`](crate::task_group::completion) wrapper. On every poll it checks,
+//! in priority order, owner cancellation (not for draining operations),
+//! operation cancellation and the deadline, and only then polls the work. A
+//! cancellation or deadline that is already due wins without the work
+//! being polled again. The wake-ups (owner token, operation notification,
+//! deadline timer) are armed only once the work returns `Pending`: a task
+//! that completes on its first poll registers nothing.
+//!
+//! [`OperationSettlement`] runs after the future is destroyed: the owner
+//! accounts the task (as `completed`, `cancelled`, `panicked` or `aborted`),
+//! then the operation publishes the outcome and releases its admission.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use tokio::sync::futures::OwnedNotified;
+use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::Arc;
+use crate::operation::gate::{Refused, Submission};
+use crate::operation::{OperationContext, OperationOutcome, OperationShared};
+use crate::task_group::completion::{Ending, Settle, Settlement};
+use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
+
+pin_project! {
+    /// The user future of one operation task plus its three stop conditions.
+    pub(crate) struct OperationRun<F> {
+        operation: Arc<OperationShared>,
+        // The owner's token until its wake-up is armed; `None` for a
+        // draining operation.
+        owner: Option<CancellationToken>,
+        #[pin]
+        owner_cancelled: Option<WaitForCancellationFutureOwned>,
+        #[pin]
+        cancelled: Option<OwnedNotified>,
+        #[pin]
+        expiry: Option<Sleep>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> OperationRun<F> {
+    fn new(operation: Arc<OperationShared>, owner: Option<CancellationToken>, future: F) -> Self {
+        Self {
+            operation,
+            owner,
+            owner_cancelled: None,
+            cancelled: None,
+            expiry: None,
+            future,
+        }
+    }
+}
+
+impl<F: Future<Output = ()>> Future for OperationRun<F> {
+    type Output = OperationOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OperationOutcome> {
+        let mut this = self.project();
+        let operation = &**this.operation;
+
+        // 1. Owner cancellation (absent for draining operations).
+        match this.owner_cancelled.as_mut().as_pin_mut() {
+            Some(cancelled) => {
+                if cancelled.poll(cx).is_ready() {
+                    return Poll::Ready(OperationOutcome::OwnerCancelled);
+                }
+            }
+            None => {
+                if this
+                    .owner
+                    .as_ref()
+                    .is_some_and(CancellationToken::is_cancelled)
+                {
+                    return Poll::Ready(OperationOutcome::OwnerCancelled);
+                }
+            }
+        }
+        // 2. Operation cancellation (a consumed notification is re-armed below).
+        if let Some(notified) = this.cancelled.as_mut().as_pin_mut() {
+            if notified.poll(cx).is_ready() {
+                this.cancelled.set(None);
+            }
+        }
+        if operation.gate.is_cancelled() {
+            return Poll::Ready(OperationOutcome::Cancelled);
+        }
+        // 3. The deadline.
+        match this.expiry.as_mut().as_pin_mut() {
+            Some(expiry) => {
+                if expiry.poll(cx).is_ready() {
+                    return Poll::Ready(OperationOutcome::DeadlineExceeded);
+                }
+            }
+            None => {
+                if operation.is_expired() {
+                    return Poll::Ready(OperationOutcome::DeadlineExceeded);
+                }
+            }
+        }
+        // 4. The work.
+        if this.future.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(OperationOutcome::Completed);
+        }
+        // 5. Arm the wake-ups not armed yet, in the same order; a stop
+        //    condition that became due meanwhile wins now.
+        if let Some(owner) = this.owner.take() {
+            this.owner_cancelled.set(Some(owner.cancelled_owned()));
+            if let Some(cancelled) = this.owner_cancelled.as_mut().as_pin_mut() {
+                if cancelled.poll(cx).is_ready() {
+                    return Poll::Ready(OperationOutcome::OwnerCancelled);
+                }
+            }
+        }
+        if this.cancelled.is_none() {
+            this.cancelled
+                .set(Some(Arc::clone(&operation.notify).notified_owned()));
+            if let Some(notified) = this.cancelled.as_mut().as_pin_mut() {
+                // Registers the waker; `cancel` sets the flag before it
+                // notifies, so the check below cannot miss it.
+                if notified.poll(cx).is_ready() {
+                    this.cancelled.set(None);
+                    cx.waker().wake_by_ref();
+                }
+            }
+            if operation.gate.is_cancelled() {
+                return Poll::Ready(OperationOutcome::Cancelled);
+            }
+        }
+        if this.expiry.is_none() {
+            if let Some(deadline) = operation.deadline() {
+                this.expiry.set(Some(tokio::time::sleep_until(deadline)));
+                if let Some(expiry) = this.expiry.as_mut().as_pin_mut() {
+                    if expiry.poll(cx).is_ready() {
+                        return Poll::Ready(OperationOutcome::DeadlineExceeded);
+                    }
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Settles an operation task: the owner accounts it, then the operation
+/// publishes the outcome and releases the admission.
+#[derive(Debug)]
+pub(crate) struct OperationSettlement {
+    task: Settlement,
+    operation: Arc<OperationShared>,
+    kind: TaskKind,
+}
+
+impl Settle for OperationSettlement {
+    type Output = OperationOutcome;
+
+    fn finish(self, ending: Ending<OperationOutcome>) {
+        let outcome = match ending {
+            Ending::Returned(outcome) => outcome,
+            Ending::Panicked => OperationOutcome::Panicked,
+            Ending::Aborted => OperationOutcome::Aborted,
+        };
+        self.task.finish(Ending::Returned(task_result(outcome)));
+        self.operation.publish(self.kind, outcome);
+    }
+}
+
+/// How the owner group counts an operation outcome.
+fn task_result(outcome: OperationOutcome) -> TaskResult {
+    match outcome {
+        OperationOutcome::Completed => TaskResult::Completed,
+        OperationOutcome::Cancelled
+        | OperationOutcome::DeadlineExceeded
+        | OperationOutcome::OwnerCancelled => TaskResult::Cancelled,
+        OperationOutcome::Panicked => TaskResult::Panicked,
+        OperationOutcome::Aborted => TaskResult::Aborted,
+    }
+}
+
+/// Submits one operation task into `group` (the body of
+/// [`TaskGroup::spawn_operation`] and [`TaskGroup::spawn_draining_operation`]).
+#[track_caller]
+pub(crate) fn spawn_in_operation<F>(
+    group: &TaskGroup,
+    operation: &OperationContext,
+    name: TaskName,
+    draining: bool,
+    future: F,
+) -> RuntimeResult<TaskId>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let shared = operation.shared();
+    if shared.is_expired() {
+        return Err(RuntimeError::closed(RuntimeOperation::SpawnOperation));
+    }
+    let owner = (!draining).then(|| group.cancellation_token());
+    let run = OperationRun::new(Arc::clone(shared), owner, future);
+    let kind = operation.task_kind();
+    let submitted = shared.gate.submit(group.id().as_u64(), || {
+        group.spawn_settled(name, kind, Some(shared.id()), run, |task| {
+            OperationSettlement {
+                task,
+                operation: Arc::clone(shared),
+                kind,
+            }
+        })
+    });
+    match submitted {
+        Ok((id, _detached)) => Ok(id),
+        Err(Submission::Refused(Refused::Closed)) => {
+            Err(RuntimeError::closed(RuntimeOperation::SpawnOperation))
+        }
+        Err(Submission::Refused(Refused::Full)) => {
+            Err(RuntimeError::capacity(RuntimeOperation::SpawnOperation))
+        }
+        Err(Submission::Refused(Refused::WrongOwner)) => Err(RuntimeError::internal_failure(
+            RuntimeOperation::OperationOwner,
+        )),
+        Err(Submission::Failed { error, notify }) => {
+            if notify {
+                shared.notify.notify_waiters();
+            }
+            Err(error)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Loom models over the real operation gate ([`OperationGate`]):
+//! admission racing `close`, registration racing completion and an idle
+//! waiter, and two first submissions racing to bind different owners.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib loom`
+
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use crate::operation::gate::{OperationGate, Refused, Submission};
+
+fn submit(gate: &OperationGate, group: u64) -> Result<(), Submission<()>> {
+    gate.submit(group, || Ok::<_, ()>(()))
+}
+
+/// A submission racing `close`: accepted exactly when counted, and nothing
+/// is accepted once `close` has returned.
+#[test]
+fn loom_operation_admission_races_close() {
+    loom::model(|| {
+        let gate = Arc::new(OperationGate::default());
+        let submitter = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || submit(&gate, 1).is_ok())
+        };
+        gate.close();
+        assert!(
+            matches!(submit(&gate, 1), Err(Submission::Refused(Refused::Closed))),
+            "nothing is admitted after close returned"
+        );
+        let accepted = submitter.join().expect("submitter");
+        assert_eq!(gate.active(), usize::from(accepted));
+    });
+}
+
+/// Registration racing completion: the task is counted before it exists,
+/// so its completion (on another thread, possibly before the submitter
+/// returns) can never be lost, and a waiter that saw it active is always
+/// notified when it becomes idle.
+#[test]
+fn loom_operation_completion_races_registration_and_a_waiter() {
+    loom::model(|| {
+        let gate = Arc::new(OperationGate::default());
+        let notified = Arc::new(AtomicBool::new(false));
+        let submitter = {
+            let gate = Arc::clone(&gate);
+            let notified = Arc::clone(&notified);
+            thread::spawn(move || {
+                let task = gate
+                    .submit(1, || {
+                        // "Hand the task to Tokio": it may complete at once.
+                        let gate = Arc::clone(&gate);
+                        let notified = Arc::clone(&notified);
+                        Ok::<_, ()>(thread::spawn(move || {
+                            if gate.release() {
+                                notified.store(true, Ordering::SeqCst);
+                            }
+                        }))
+                    })
+                    .expect("open operation");
+                task.join().expect("task");
+            })
+        };
+        // The waiter: watch, then read the count.
+        let watch = gate.watch();
+        let saw_idle = gate.active() == 0;
+        submitter.join().expect("submitter");
+        assert_eq!(gate.active(), 0, "every admission is released once");
+        if !saw_idle {
+            assert!(
+                notified.load(Ordering::SeqCst),
+                "a waiter that saw the task active is notified"
+            );
+        }
+        drop(watch);
+    });
+}
+
+/// Two first submissions with different groups: exactly one binds, the
+/// other is refused as a wrong owner and counts nothing.
+#[test]
+fn loom_operation_first_submissions_bind_one_owner() {
+    loom::model(|| {
+        let gate = Arc::new(OperationGate::default());
+        let other = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || submit(&gate, 2).is_ok())
+        };
+        let mine = submit(&gate, 1).is_ok();
+        let theirs = other.join().expect("other submitter");
+        assert!(mine ^ theirs, "exactly one owner binds");
+        assert_eq!(gate.owner(), Some(if mine { 1 } else { 2 }));
+        assert_eq!(gate.active(), 1);
+    });
+}

@@ -1,0 +1,201 @@
+//! Waiting for an operation: settle, abort at the deadline, confirm.
+//!
+//! Every wait checks the owner first: a group other than the bound owner
+//! fails with `internal_failure(OperationOwner)` and changes nothing. The
+//! wait succeeds only when the active count is zero, which (see the
+//! settlement order in [`crate::operation`]) means the owner lists no task
+//! of the operation, including tasks accepted while waiting. At the
+//! deadline the remaining tasks are aborted through the owner's task table
+//! (explicit aborts: `aborted` in reports, never `timed_out`).
+
+use std::time::Duration;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::operation::{OperationContext, OperationWaitOutcome, OperationWaitPolicy};
+use crate::task_group::TaskGroup;
+use crate::ShutdownDeadline;
+
+/// How long `wait(timeout)` and `cancel_and_wait(timeout)` wait after
+/// their timeout for aborted futures to be destroyed.
+pub(crate) const ABORT_CONFIRMATION: Duration = Duration::from_secs(1);
+
+impl OperationContext {
+    /// Waits until no task of this operation is active, for up to `timeout`.
+    ///
+    /// Returns `Ok(true)` when every task settled in time. Otherwise the
+    /// remaining tasks are aborted and the wait continues for up to one more
+    /// second to confirm their futures were destroyed; the result is then
+    /// `Ok(false)` whether or not they were (use
+    /// [`wait_with_policy`](Self::wait_with_policy) to tell the two apart).
+    /// An operation that never had a task returns `Ok(true)` at once.
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(OperationOwner)` if `owner` is not the group the
+    /// operation is bound to; nothing is aborted then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the timeout starts at the first poll; dropping the
+    /// future stops waiting. Aborts already requested stay requested.
+    pub async fn wait(&self, owner: &TaskGroup, timeout: Duration) -> RuntimeResult<bool> {
+        self.check_owner(owner)?;
+        let deadline = ShutdownDeadline::after(timeout);
+        if self.settle_until(deadline).await {
+            return Ok(true);
+        }
+        self.abort_tasks(owner);
+        let _ = self
+            .settle_until(ShutdownDeadline::after(ABORT_CONFIRMATION))
+            .await;
+        Ok(false)
+    }
+
+    /// Waits until no task of this operation is active, until `deadline`.
+    ///
+    /// Returns `Ok(true)` when every task settled in time. At the deadline
+    /// the remaining tasks are aborted and `Ok(false)` returns at once: no
+    /// allowance beyond the deadline; the owner's shutdown report accounts
+    /// for a task still being dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting and requests nothing.
+    pub async fn wait_until(
+        &self,
+        owner: &TaskGroup,
+        deadline: ShutdownDeadline,
+    ) -> RuntimeResult<bool> {
+        self.check_owner(owner)?;
+        if self.settle_until(deadline).await {
+            return Ok(true);
+        }
+        self.abort_tasks(owner);
+        Ok(false)
+    }
+
+    /// [`cancel`](Self::cancel), then [`wait`](Self::wait).
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait); with a wrong owner nothing is cancelled.
+    ///
+    /// # Cancel safety
+    ///
+    /// The cancellation is requested at the first poll and stays requested
+    /// if the future is dropped; otherwise as [`wait`](Self::wait).
+    pub async fn cancel_and_wait(
+        &self,
+        owner: &TaskGroup,
+        timeout: Duration,
+    ) -> RuntimeResult<bool> {
+        self.check_owner(owner)?;
+        self.cancel();
+        self.wait(owner, timeout).await
+    }
+
+    /// [`cancel`](Self::cancel), then [`wait_until`](Self::wait_until).
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait); with a wrong owner nothing is cancelled.
+    ///
+    /// # Cancel safety
+    ///
+    /// The cancellation is requested at the first poll and stays requested
+    /// if the future is dropped; otherwise as [`wait_until`](Self::wait_until).
+    pub async fn cancel_and_wait_until(
+        &self,
+        owner: &TaskGroup,
+        deadline: ShutdownDeadline,
+    ) -> RuntimeResult<bool> {
+        self.check_owner(owner)?;
+        self.cancel();
+        self.wait_until(owner, deadline).await
+    }
+
+    /// Closes admission, waits through the grace period, then aborts and
+    /// confirms.
+    ///
+    /// * [`Completed`](OperationWaitOutcome::Completed): every task settled
+    ///   before `policy.graceful()`.
+    /// * [`AbortConfirmed`](OperationWaitOutcome::AbortConfirmed): the rest
+    ///   were aborted and their futures destroyed before
+    ///   `policy.confirmation()`.
+    /// * [`Unconfirmed`](OperationWaitOutcome::Unconfirmed): that many were
+    ///   still active at the confirmation deadline. With an already expired
+    ///   confirmation deadline on a current-thread runtime, an aborted task
+    ///   cannot be dropped before this returns.
+    ///
+    /// Call [`cancel`](Self::cancel) first to request cooperative
+    /// cancellation; this call does not cancel.
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(OperationOwner)` with a group other than the bound
+    /// owner; admission then stays open.
+    ///
+    /// # Cancel safety
+    ///
+    /// Admission is closed at the first poll and stays closed if the future
+    /// is dropped; aborts already requested stay requested.
+    pub async fn wait_with_policy(
+        &self,
+        owner: &TaskGroup,
+        policy: OperationWaitPolicy,
+    ) -> RuntimeResult<OperationWaitOutcome> {
+        self.check_owner(owner)?;
+        self.close_admission();
+        if self.settle_until(policy.graceful()).await {
+            return Ok(OperationWaitOutcome::Completed);
+        }
+        self.abort_tasks(owner);
+        if self.settle_until(policy.confirmation()).await {
+            return Ok(OperationWaitOutcome::AbortConfirmed);
+        }
+        Ok(OperationWaitOutcome::Unconfirmed {
+            remaining_tasks: self.active_task_count(),
+        })
+    }
+
+    /// Fails unless `owner` is the bound owner (or nothing is bound yet).
+    fn check_owner(&self, owner: &TaskGroup) -> RuntimeResult<()> {
+        match self.shared().gate.owner() {
+            Some(bound) if bound != owner.id().as_u64() => Err(RuntimeError::internal_failure(
+                RuntimeOperation::OperationOwner,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Requests an abort of every task of this operation in `owner`.
+    fn abort_tasks(&self, owner: &TaskGroup) -> usize {
+        owner.abort_operation_tasks(self.shared().id())
+    }
+
+    /// Waits until the active count is zero; false once `deadline` passes.
+    async fn settle_until(&self, deadline: ShutdownDeadline) -> bool {
+        let shared = self.shared();
+        let _watch = shared.gate.watch();
+        loop {
+            let idle = shared.notify.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if shared.gate.active() == 0 {
+                return true;
+            }
+            if deadline.is_expired() {
+                return false;
+            }
+            tokio::select! {
+                biased;
+                () = &mut idle => {}
+                () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
+            }
+        }
+    }
+}

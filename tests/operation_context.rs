@@ -1,0 +1,706 @@
+//! Operations: admission, owner binding, the six outcomes, waits and
+//! wait policies (invariants 35–43).
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
+    OperationWaitPolicy, RuntimeConfig, RuntimeErrorKind, RuntimeOperation, RuntimeOwner,
+    ShutdownDeadline, TaskGroup, TaskKind,
+};
+use support::{guard, harness, tree_sum};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+fn counts(operation: &OperationContext) -> Vec<(OperationOutcome, u64)> {
+    operation
+        .outcomes()
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .collect()
+}
+
+fn op_in(after: Duration) -> OperationContext {
+    OperationContext::new((Instant::now() + after).into_std(), TaskKind::Worker)
+}
+
+/// Yields until `group` lists no task (bounded by the caller's guard).
+async fn until_settled(group: &TaskGroup) {
+    while group.task_count() > 0 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn completed_outcome_and_no_task_group() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let children = group.component_count();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let id = group
+        .spawn_operation(&op, "request", async move {
+            flag.store(true, Ordering::SeqCst);
+        })
+        .expect("open");
+    assert!(group.owns_task(id));
+    assert_eq!(group.component_count(), children, "no group per operation");
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert!(ran.load(Ordering::SeqCst));
+    assert!(!group.contains_task(id));
+    assert_eq!(counts(&op), [(OperationOutcome::Completed, 1)]);
+    assert_eq!(op.active_task_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_outcome_drops_the_future() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let guard_flag = DropFlag(Arc::clone(&dropped));
+    group
+        .spawn_operation(&op, "request", async move {
+            let _flag = guard_flag;
+            std::future::pending::<()>().await;
+        })
+        .expect("open");
+    tokio::task::yield_now().await;
+    assert!(
+        guard("cancel", op.cancel_and_wait(&group, Duration::from_secs(5)))
+            .await
+            .expect("owner")
+    );
+    assert!(dropped.load(Ordering::SeqCst));
+    assert!(op.is_cancelled() && op.is_admission_closed());
+    assert_eq!(counts(&op), [(OperationOutcome::Cancelled, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_outcome_at_the_operation_deadline() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = op_in(Duration::from_secs(3));
+    group
+        .spawn_operation(&op, "request", std::future::pending())
+        .expect("open");
+    let started = Instant::now();
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(10)))
+        .await
+        .expect("owner"));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(3),
+        "dropped at the deadline"
+    );
+    assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
+    // The deadline has passed: admission refuses, counting nothing.
+    let refused = group
+        .spawn_operation(&op, "late", async {})
+        .expect_err("expired");
+    assert_eq!(refused.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(refused.operation(), RuntimeOperation::SpawnOperation);
+    assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn owner_cancelled_outcome_wins_over_operation_cancellation() {
+    let harness = harness("ops");
+    let root = harness.root_group().clone();
+    let group = root.try_child("owner").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let polled = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&polled);
+    group
+        .spawn_operation(&op, "request", async move {
+            flag.store(true, Ordering::SeqCst);
+        })
+        .expect("open");
+    // Both stop conditions are due before the first poll: the owner wins
+    // and the work is never polled.
+    group.cancel();
+    op.cancel();
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert!(!polled.load(Ordering::SeqCst));
+    assert_eq!(counts(&op), [(OperationOutcome::OwnerCancelled, 1)]);
+    // A parked task is woken by the owner's cancellation.
+    let parked = OperationContext::without_deadline(TaskKind::Worker);
+    let group = root.try_child("owner-2").expect("open");
+    group
+        .spawn_operation(&parked, "parked", std::future::pending())
+        .expect("open");
+    tokio::task::yield_now().await;
+    root.cancel();
+    assert!(guard("wait", parked.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert_eq!(counts(&parked), [(OperationOutcome::OwnerCancelled, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn panicked_outcome_poisons_the_owner() {
+    let harness = harness("ops");
+    let group = harness.root_group().try_child("owner").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_operation(&op, "request", async { panic!("request failed") })
+        .expect("open");
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::Panicked, 1)]);
+    let refused = group
+        .spawn_operation(&op, "next", async {})
+        .expect_err("poisoned owner");
+    assert_eq!(refused.kind(), RuntimeErrorKind::Poisoned);
+    assert_eq!(op.active_task_count(), 0, "the refusal was rolled back");
+    assert_eq!(counts(&op), [(OperationOutcome::Panicked, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn aborted_outcome_from_wait_until_at_its_deadline() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let bystander = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_operation(&op, "stuck", std::future::pending())
+        .expect("open");
+    let other = group
+        .spawn_operation(&bystander, "bystander", std::future::pending())
+        .expect("open");
+    let deadline = ShutdownDeadline::after(Duration::from_secs(2));
+    let settled = guard("wait_until", op.wait_until(&group, deadline))
+        .await
+        .expect("owner");
+    assert!(!settled);
+    assert_eq!(
+        Instant::now(),
+        deadline.tokio_instant(),
+        "returns at the deadline"
+    );
+    // The abort was requested; confirmation is the owner's business.
+    guard("abort settles", async {
+        while op.active_task_count() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
+    assert!(
+        group.contains_task(other),
+        "only the operation's tasks abort"
+    );
+    bystander.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn draining_operation_survives_owner_cancellation() {
+    let harness = harness("ops");
+    let group = harness.root_group().try_child("owner").expect("open");
+    let op = op_in(Duration::from_secs(60));
+    let (release, released) = oneshot::channel::<()>();
+    let finished = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&finished);
+    group
+        .spawn_draining_operation(&op, "drain", async move {
+            let _ = released.await;
+            flag.store(true, Ordering::SeqCst);
+        })
+        .expect("open");
+    tokio::task::yield_now().await;
+    group.cancel();
+    tokio::task::yield_now().await;
+    assert_eq!(op.active_task_count(), 1, "owner cancellation is ignored");
+    release.send(()).expect("task waits");
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert!(finished.load(Ordering::SeqCst));
+    assert_eq!(counts(&op), [(OperationOutcome::Completed, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn draining_operation_still_stops_at_its_deadline() {
+    let harness = harness("ops");
+    let group = harness.root_group().try_child("owner").expect("open");
+    let op = op_in(Duration::from_secs(5));
+    group
+        .spawn_draining_operation(&op, "drain", std::future::pending())
+        .expect("open");
+    group.cancel();
+    let started = Instant::now();
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(30)))
+        .await
+        .expect("owner"));
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_submissions_change_no_counter() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    for close in [
+        OperationContext::close_admission as fn(&OperationContext),
+        OperationContext::cancel,
+    ] {
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        close(&op);
+        let tasks = group.task_count();
+        let error = group
+            .spawn_draining_operation(&op, "refused", async {})
+            .expect_err("closed");
+        assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+        assert_eq!(error.operation(), RuntimeOperation::SpawnOperation);
+        assert_eq!(group.task_count(), tasks);
+        assert_eq!(op.active_task_count(), 0);
+        assert!(counts(&op).is_empty());
+    }
+    let expired = op_in(Duration::ZERO);
+    let error = group
+        .spawn_operation(&expired, "refused", async {})
+        .expect_err("expired");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert!(counts(&expired).is_empty());
+    // A group that refuses (shut down) rolls the admission back.
+    let closed = harness.root_group().try_child("closed").expect("open");
+    let _ = closed.shutdown(Duration::from_secs(1)).await;
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let error = closed
+        .spawn_operation(&op, "refused", async {})
+        .expect_err("group closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(error.operation(), RuntimeOperation::SpawnTaskGroupTask);
+    assert_eq!(op.active_task_count(), 0);
+    assert!(counts(&op).is_empty());
+    // ... and does not bind the operation to it.
+    group
+        .spawn_operation(&op, "accepted", async {})
+        .expect("first accepted submission binds here");
+    assert!(op
+        .wait(&group, Duration::from_secs(1))
+        .await
+        .expect("owner"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wrong_owner_is_refused_everywhere_and_admission_stays_open() {
+    let harness = harness("ops");
+    let owner = harness.root_group().try_child("owner").expect("open");
+    let stranger = harness.root_group().try_child("stranger").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (release, released) = oneshot::channel::<()>();
+    owner
+        .spawn_operation(&op, "first", async move {
+            let _ = released.await;
+        })
+        .expect("binds");
+    let wrong = stranger
+        .spawn_operation(&op, "elsewhere", async {})
+        .expect_err("bound elsewhere");
+    assert_eq!(wrong.kind(), RuntimeErrorKind::Internal);
+    assert_eq!(wrong.operation(), RuntimeOperation::OperationOwner);
+    let now = ShutdownDeadline::after(Duration::ZERO);
+    let wrong = op
+        .wait_with_policy(&stranger, OperationWaitPolicy::new(now, now))
+        .await
+        .expect_err("wrong owner");
+    assert_eq!(wrong.operation(), RuntimeOperation::OperationOwner);
+    assert!(!op.is_admission_closed(), "a wrong owner closes nothing");
+    let wrong = op
+        .cancel_and_wait(&stranger, Duration::from_secs(1))
+        .await
+        .expect_err("wrong owner");
+    assert_eq!(wrong.operation(), RuntimeOperation::OperationOwner);
+    assert!(!op.is_cancelled(), "a wrong owner cancels nothing");
+    assert!(op.wait(&stranger, Duration::ZERO).await.is_err());
+    owner
+        .spawn_operation(&op, "second", async {})
+        .expect("admission stays open");
+    release.send(()).expect("first waits");
+    assert!(op
+        .wait(&owner, Duration::from_secs(1))
+        .await
+        .expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::Completed, 2)]);
+}
+
+/// `wait` returns only once the count is zero and the owner lists no task
+/// of the operation, including a task accepted while it waits.
+#[tokio::test(start_paused = true)]
+async fn wait_includes_tasks_accepted_during_the_wait() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (first_tx, first_rx) = oneshot::channel::<()>();
+    let (second_tx, second_rx) = oneshot::channel::<()>();
+    let first = group
+        .spawn_operation(&op, "first", async move {
+            let _ = first_rx.await;
+        })
+        .expect("open");
+    let waiter = {
+        let op = op.clone();
+        let group = group.clone();
+        tokio::spawn(async move { op.wait(&group, Duration::from_secs(60)).await })
+    };
+    tokio::task::yield_now().await;
+    let second = group
+        .spawn_operation(&op, "second", async move {
+            let _ = second_rx.await;
+        })
+        .expect("open");
+    first_tx.send(()).expect("first waits");
+    until_first_gone(&group, first).await;
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished(), "the second task keeps the wait open");
+    assert!(group.contains_task(second));
+    second_tx.send(()).expect("second waits");
+    assert!(guard("waiter", waiter)
+        .await
+        .expect("joins")
+        .expect("owner"));
+    assert!(!group.contains_task(first) && !group.contains_task(second));
+    assert_eq!(op.active_task_count(), 0);
+    assert_eq!(counts(&op), [(OperationOutcome::Completed, 2)]);
+}
+
+async fn until_first_gone(group: &TaskGroup, id: rocketmq_runtime::TaskId) {
+    guard("first settles", async {
+        while group.contains_task(id) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_never_return_after_their_deadline() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    for cancel in [false, true] {
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        // Ignores cancellation by not being polled: a busy task that stays
+        // pending until aborted.
+        group
+            .spawn_draining_operation(&op, "slow", std::future::pending())
+            .expect("open");
+        let deadline = ShutdownDeadline::after(Duration::from_millis(1_500));
+        let result = if cancel {
+            // Cancellation settles it at once: the wait completes early.
+            op.cancel_and_wait_until(&group, deadline).await
+        } else {
+            op.wait_until(&group, deadline).await
+        }
+        .expect("owner");
+        assert!(Instant::now() <= deadline.tokio_instant());
+        assert_eq!(result, cancel);
+    }
+    // `wait(timeout)` returns at the timeout when the abort is confirmed.
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_operation(&op, "slow", std::future::pending())
+        .expect("open");
+    let started = Instant::now();
+    assert!(!op
+        .wait(&group, Duration::from_secs(2))
+        .await
+        .expect("owner"));
+    assert!(started.elapsed() <= Duration::from_secs(3));
+    assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
+}
+
+/// A task whose destructor blocks cannot be confirmed: `wait(timeout)` and
+/// `cancel_and_wait(timeout)` still return within timeout + 1 s.
+#[test]
+fn wait_returns_within_timeout_plus_one_second_when_destruction_hangs() {
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("ops", 2))
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let group = owner.root_context().component("ops").task_group().clone();
+    for cancel in [false, true] {
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+        let entered = Arc::new(std::sync::Barrier::new(2));
+        let drop_guard = BlockingDrop {
+            entered: Arc::clone(&entered),
+            release: Mutex::new(blocked),
+        };
+        group
+            .spawn_operation(&op, "hangs-on-drop", async move {
+                let _guard = drop_guard;
+                std::future::pending::<()>().await;
+            })
+            .expect("open");
+        let timeout = Duration::from_millis(200);
+        let (result, elapsed) = owner.block_on({
+            let op = op.clone();
+            let group = group.clone();
+            async move {
+                let started = Instant::now();
+                let result = if cancel {
+                    op.cancel_and_wait(&group, timeout).await
+                } else {
+                    op.wait(&group, timeout).await
+                };
+                (result, started.elapsed())
+            }
+        });
+        entered.wait();
+        assert!(!result.expect("owner"));
+        assert!(
+            elapsed >= timeout + Duration::from_secs(1) - Duration::from_millis(50),
+            "waited for confirmation: {elapsed:?}"
+        );
+        assert!(
+            elapsed <= timeout + Duration::from_secs(1) + Duration::from_millis(500),
+            "bounded by timeout + 1 s (+ scheduling slack): {elapsed:?}"
+        );
+        unblock.send(()).expect("destructor waits");
+    }
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_with_policy_gives_each_result() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    // Completed: everything settles within the grace period.
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    group.spawn_operation(&op, "quick", async {}).expect("open");
+    let policy = OperationWaitPolicy::new(
+        ShutdownDeadline::after(Duration::from_secs(1)),
+        ShutdownDeadline::after(Duration::from_secs(2)),
+    );
+    assert_eq!(
+        op.wait_with_policy(&group, policy).await.expect("owner"),
+        OperationWaitOutcome::Completed
+    );
+    assert!(op.is_admission_closed(), "the policy closes admission");
+    // AbortConfirmed: grace runs out, the abort is confirmed in time.
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_draining_operation(&op, "stuck", std::future::pending())
+        .expect("open");
+    let graceful = ShutdownDeadline::after(Duration::from_secs(1));
+    let policy =
+        OperationWaitPolicy::new(graceful, ShutdownDeadline::after(Duration::from_secs(3)));
+    assert_eq!(
+        op.wait_with_policy(&group, policy).await.expect("owner"),
+        OperationWaitOutcome::AbortConfirmed
+    );
+    assert!(Instant::now() < policy.confirmation().tokio_instant());
+    assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
+    // Unconfirmed: zero confirmation on a current-thread runtime.
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_draining_operation(&op, "stuck", std::future::pending())
+        .expect("open");
+    let now = ShutdownDeadline::after(Duration::ZERO);
+    let policy = OperationWaitPolicy::new(ShutdownDeadline::after(Duration::from_secs(9)), now);
+    assert_eq!(policy.graceful(), now, "grace is capped by confirmation");
+    assert_eq!(
+        op.wait_with_policy(&group, policy).await.expect("owner"),
+        OperationWaitOutcome::Unconfirmed { remaining_tasks: 1 }
+    );
+    until_settled(&group).await;
+    assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
+}
+
+#[derive(Debug, Default)]
+struct Recorder(Mutex<Vec<(TaskKind, OperationOutcome)>>);
+
+impl OperationOutcomeObserver for Recorder {
+    fn on_outcome(&self, kind: TaskKind, outcome: OperationOutcome) {
+        self.0.lock().expect("unpoisoned").push((kind, outcome));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn observer_sees_each_outcome_once_and_installs_only_before_submission() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let recorder = Arc::new(Recorder::default());
+    op.set_outcome_observer(recorder.clone()).expect("first");
+    assert_eq!(
+        op.set_outcome_observer(recorder.clone())
+            .expect_err("only once")
+            .kind(),
+        RuntimeErrorKind::ContextUnavailable
+    );
+    let service_view = op.with_task_kind(TaskKind::Service);
+    group.spawn_operation(&op, "a", async {}).expect("open");
+    group
+        .spawn_operation(&service_view, "b", std::future::pending())
+        .expect("open");
+    tokio::task::yield_now().await;
+    op.cancel();
+    assert!(op
+        .wait(&group, Duration::from_secs(1))
+        .await
+        .expect("owner"));
+    let mut seen = recorder.0.lock().expect("unpoisoned").clone();
+    seen.sort_by_key(|(_, outcome)| *outcome);
+    assert_eq!(
+        seen,
+        [
+            (TaskKind::Worker, OperationOutcome::Completed),
+            (TaskKind::Service, OperationOutcome::Cancelled)
+        ]
+    );
+    let late = OperationContext::without_deadline(TaskKind::Worker);
+    group.spawn_operation(&late, "a", async {}).expect("open");
+    assert!(
+        late.set_outcome_observer(recorder).is_err(),
+        "after the first submission"
+    );
+}
+
+/// 10,000 operations on a multi-thread runtime, each spawning tasks and
+/// waiting in a loop while completions race registrations: every accepted
+/// task is counted exactly once and no wait sees a stale active entry.
+#[test]
+fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
+    const OPERATIONS: usize = 10_000;
+    const ROUNDS: usize = 3;
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("churn", 2))
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let group = owner.root_context().component("churn").task_group().clone();
+    let failed_waits = Arc::new(AtomicUsize::new(0));
+    let drivers: Vec<_> = (0..4)
+        .map(|_| {
+            let group = group.clone();
+            let failed_waits = Arc::clone(&failed_waits);
+            owner.block_on(async move {
+                tokio::spawn(async move {
+                    let mut ops = Vec::with_capacity(OPERATIONS / 4);
+                    for _ in 0..OPERATIONS / 4 {
+                        let op = OperationContext::without_deadline(TaskKind::Worker);
+                        for _ in 0..ROUNDS {
+                            group.spawn_operation(&op, "req", async {}).expect("open");
+                            group
+                                .spawn_draining_operation(&op, "req", tokio::task::yield_now())
+                                .expect("open");
+                            if !op
+                                .wait(&group, Duration::from_secs(30))
+                                .await
+                                .expect("owner")
+                            {
+                                failed_waits.fetch_add(1, Ordering::Relaxed);
+                            }
+                            assert_eq!(op.active_task_count(), 0);
+                        }
+                        ops.push(op);
+                    }
+                    ops
+                })
+            })
+        })
+        .collect();
+    let ops: Vec<OperationContext> = owner.block_on(async move {
+        let mut all = Vec::new();
+        for driver in drivers {
+            all.extend(guard("driver", driver).await.expect("driver"));
+        }
+        all
+    });
+    assert_eq!(failed_waits.load(Ordering::Relaxed), 0, "no wait lost");
+    assert_eq!(ops.len(), OPERATIONS);
+    for op in &ops {
+        assert_eq!(
+            counts(op),
+            [(OperationOutcome::Completed, 2 * ROUNDS as u64)]
+        );
+    }
+    assert_eq!(group.task_count(), 0);
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+/// Registration racing completion across threads: outcomes sum to the
+/// accepted submissions, exactly once each.
+#[test]
+fn outcomes_sum_to_accepted_submissions_under_contention() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 2_500;
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("race", 2))
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let group = owner.root_context().component("race").task_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let start = Arc::new(std::sync::Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let group = group.clone();
+            let op = op.clone();
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                let mut accepted = 0u64;
+                for n in 0..PER_THREAD {
+                    if index == 0 && n == PER_THREAD / 2 {
+                        op.close_admission();
+                    }
+                    if group.spawn_draining_operation(&op, "req", async {}).is_ok() {
+                        accepted += 1;
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let accepted: u64 = threads
+        .into_iter()
+        .map(|thread| thread.join().expect("submitter"))
+        .sum();
+    let settled = owner.block_on({
+        let op = op.clone();
+        let group = group.clone();
+        async move { op.wait(&group, Duration::from_secs(30)).await }
+    });
+    assert!(settled.expect("owner"));
+    let total: u64 = op.outcomes().iter().map(|(_, count)| count).sum();
+    assert_eq!(total, accepted);
+    assert_eq!(op.outcome_count(OperationOutcome::Completed), accepted);
+    assert!(accepted >= (PER_THREAD / 2) as u64);
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert_eq!(tree_sum(&report, |node| node.completed), accepted);
+}
+
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Blocks its destructor until released (a destructor that never returns
+/// in time).
+struct BlockingDrop {
+    entered: Arc<std::sync::Barrier>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Drop for BlockingDrop {
+    fn drop(&mut self) {
+        self.entered.wait();
+        let _ = self.release.lock().expect("unpoisoned").recv();
+    }
+}

@@ -30,15 +30,16 @@
 //! Run: `cargo bench --bench task_group_lifecycle_bench`
 //! (quick iteration: `... -- --warm-up-time 1 --measurement-time 3`).
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+mod support;
+
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rocketmq_runtime::{RuntimeContext, TaskGroup, TaskKind};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
+use support::{mean_ns, on_worker, quick_mode, runtime, write_measurements};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -64,24 +65,6 @@ const GROUP_ABORT: &str = "task_group_shutdown_now";
 /// Sample size of the groups whose untimed setup spawns and parks many tasks.
 const HEAVY_SAMPLE_SIZE: usize = 10;
 
-/// The benchmark runtime (built outside every timed region): multi-thread
-/// with 2 workers, or current-thread with
-/// `ROCKETMQ_BENCH_FLAVOR=current_thread` (no cross-core traffic: the
-/// instruction overhead alone).
-fn runtime() -> Runtime {
-    let mut builder = if std::env::var("ROCKETMQ_BENCH_FLAVOR").as_deref() == Ok("current_thread") {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(2);
-        builder
-    };
-    builder
-        .enable_all()
-        .build()
-        .expect("build the benchmark runtime")
-}
-
 /// A harness root group on `rt`.
 fn root_group(rt: &Runtime) -> TaskGroup {
     rt.block_on(async {
@@ -90,16 +73,6 @@ fn root_group(rt: &Runtime) -> TaskGroup {
             .root_group()
             .clone()
     })
-}
-
-/// Runs `body` in a task on a runtime worker, so every path spawns from the
-/// same kind of thread.
-fn on_worker<F, T>(rt: &Runtime, body: F) -> T
-where
-    F: Future<Output = T> + Send + 'static,
-    T: Send + 'static,
-{
-    rt.block_on(async { tokio::spawn(body).await.expect("benchmark task panicked") })
 }
 
 /// Waits (untimed) until `n` tasks have registered their wakeup and parked.
@@ -441,35 +414,6 @@ fn paired_pass() -> Vec<Paired> {
     results
 }
 
-/// `CARGO_TARGET_DIR` or `target`.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
-}
-
-/// Criterion's output directory (`CRITERION_HOME` or `<target>/criterion`).
-fn criterion_dir() -> PathBuf {
-    std::env::var_os("CRITERION_HOME").map_or_else(|| target_dir().join("criterion"), PathBuf::from)
-}
-
-/// The mean (ns) Criterion estimated for one benchmark during this run, if
-/// its `new/estimates.json` was written after `run_started`.
-fn mean_ns(group: &str, function: &str, size: usize, run_started: SystemTime) -> Option<f64> {
-    let path = criterion_dir()
-        .join(group)
-        .join(function)
-        .join(size.to_string())
-        .join("new")
-        .join("estimates.json");
-    let written = std::fs::metadata(&path).ok()?.modified().ok()?;
-    // A stale file from an earlier run is not evidence of this one (1 s slack
-    // for coarse file-system timestamps).
-    if written + Duration::from_secs(1) < run_started {
-        return None;
-    }
-    let estimates: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
-    estimates["mean"]["point_estimate"].as_f64()
-}
-
 /// The overhead targets, judged on the paired medians.
 const TARGETS: [(&str, f64); 4] = [
     (
@@ -576,23 +520,7 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
         "paired_median_ratios": paired_ratios,
         "targets": targets,
     });
-    let dir = target_dir().join("runtime-measurements");
-    let path = dir.join("task_group_lifecycle.json");
-    match write_json(&dir, &path, &summary) {
-        Ok(()) => println!("wrote {}", path.display()),
-        Err(error) => eprintln!("could not write {}: {error}", path.display()),
-    }
-}
-
-fn write_json(dir: &Path, path: &Path, summary: &Value) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
-    std::fs::write(path, text + "\n")
-}
-
-/// True when Criterion only lists or smoke-tests the benches.
-fn quick_mode() -> bool {
-    std::env::args().any(|arg| arg == "--test" || arg == "--list")
+    write_measurements("task_group_lifecycle.json", &summary);
 }
 
 fn main() {

@@ -33,6 +33,7 @@ use std::sync::OnceLock;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicU64, Ordering, StaticAtomicU64};
@@ -48,15 +49,24 @@ pub(crate) use run::spawn_in_operation;
 static NEXT_OPERATION_ID: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 /// The state every view of one operation shares.
+///
+/// `repr(C)` keeps the fields every task touches (the gate's state word,
+/// then the outcome counters, `Completed` first) next to each other and to
+/// the reference counts, so a settlement finds them in one or two cache
+/// lines.
+#[repr(C)]
 pub(crate) struct OperationShared {
-    id: NonZeroU64,
     pub(crate) gate: OperationGate,
+    outcomes: [AtomicU64; 6],
+    id: NonZeroU64,
     deadline: Option<Instant>,
     /// Woken on cancellation (tasks) and on becoming idle (waiters); both
     /// sides re-check the state they wait for.
     pub(crate) notify: Arc<Notify>,
-    outcomes: [AtomicU64; 6],
     observer: OnceLock<Arc<dyn OperationOutcomeObserver>>,
+    /// Created by the first `cancellation_token()` call (tasks do not need
+    /// it: they watch the gate's flag and `notify`).
+    token: OnceLock<CancellationToken>,
 }
 
 impl OperationShared {
@@ -175,6 +185,7 @@ impl OperationContext {
                 notify: Arc::new(Notify::new()),
                 outcomes: Default::default(),
                 observer: OnceLock::new(),
+                token: OnceLock::new(),
             }),
             kind,
         }
@@ -215,9 +226,41 @@ impl OperationContext {
     /// its future at its next poll (outcome `Cancelled`, or `OwnerCancelled`
     /// if the owner was cancelled too). Does not wait.
     pub fn cancel(&self) {
-        if self.shared.gate.cancel() {
-            self.shared.notify.notify_waiters();
+        let shared = &*self.shared;
+        if shared.gate.cancel() {
+            shared.notify.notify_waiters();
+            shared.gate.locked(|| {
+                if let Some(token) = shared.token.get() {
+                    token.cancel();
+                }
+            });
         }
+    }
+
+    /// A token cancelled when this operation is cancelled, for code that
+    /// runs outside the operation's task wrapper (blocking work, a
+    /// `select!` on shutdown).
+    ///
+    /// It is a *child* token: cancelling it does not cancel the operation
+    /// (call [`cancel`](Self::cancel)). The first call allocates the
+    /// operation's token; later calls return children of the same one.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        let shared = &*self.shared;
+        let token = shared.token.get().unwrap_or_else(|| {
+            // Created under the gate's lock, which `cancel` takes after
+            // setting its flag: either `cancel` sees the token or the
+            // creation sees the flag.
+            shared.gate.locked(|| {
+                shared.token.get_or_init(|| {
+                    let token = CancellationToken::new();
+                    if shared.gate.is_cancelled() {
+                        token.cancel();
+                    }
+                    token
+                })
+            })
+        });
+        token.child_token()
     }
 
     /// Stops new submissions; running tasks continue.

@@ -102,6 +102,11 @@ impl fmt::Debug for GroupInner {
 }
 
 impl GroupInner {
+    /// The group's cancellation token (read by task wrappers in place).
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
     fn new(
         name: Arc<str>,
         parent: Option<Arc<GroupInner>>,

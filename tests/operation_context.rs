@@ -390,8 +390,8 @@ async fn waits_never_return_after_their_deadline() {
     let group = harness.root_group().clone();
     for cancel in [false, true] {
         let op = OperationContext::without_deadline(TaskKind::Worker);
-        // Ignores cancellation by not being polled: a busy task that stays
-        // pending until aborted.
+        // Pending until aborted (or, with `cancel`, dropped by the
+        // operation's cancellation, which settles it before the deadline).
         group
             .spawn_draining_operation(&op, "slow", std::future::pending())
             .expect("open");
@@ -517,6 +517,143 @@ async fn wait_with_policy_gives_each_result() {
     );
     until_settled(&group).await;
     assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
+}
+
+/// A task blocked inside `poll` cannot be aborted: on the real clock,
+/// `wait_until` and `cancel_and_wait_until` still return `false` no later
+/// than their deadline (plus scheduling slack).
+#[test]
+fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("ops", 2))
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let group = owner.root_context().component("ops").task_group().clone();
+    for cancel in [false, true] {
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        group
+            .spawn_operation(&op, "blocks-in-poll", async move {
+                entered_tx.send(()).expect("test waits");
+                // Blocks this worker inside `poll` until released.
+                let _ = blocked.recv();
+            })
+            .expect("open");
+        entered_rx.recv().expect("task entered its poll");
+        let (result, deadline) = owner.block_on({
+            let op = op.clone();
+            let group = group.clone();
+            async move {
+                let deadline = ShutdownDeadline::after(Duration::from_millis(300));
+                let result = if cancel {
+                    op.cancel_and_wait_until(&group, deadline).await
+                } else {
+                    op.wait_until(&group, deadline).await
+                };
+                (result, deadline)
+            }
+        });
+        let returned = Instant::now();
+        assert!(!result.expect("owner"), "the blocked task is unconfirmed");
+        assert!(
+            returned <= deadline.tokio_instant() + Duration::from_millis(250),
+            "returned {:?} after the deadline",
+            returned.saturating_duration_since(deadline.tokio_instant())
+        );
+        unblock.send(()).expect("task waits");
+    }
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert_eq!(tree_sum(&report, |node| node.timed_out), 0, "{}", report.to_json());
+}
+
+#[tokio::test(start_paused = true)]
+async fn priorities_when_several_stop_conditions_are_due_together() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    // The deadline and the work become ready at the same instant: the
+    // deadline wins.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let op = OperationContext::new(deadline.into_std(), TaskKind::Worker);
+    group
+        .spawn_operation(&op, "races-its-deadline", tokio::time::sleep_until(deadline))
+        .expect("open");
+    assert!(op.wait(&group, Duration::from_secs(5)).await.expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
+    // Cancellation and an expired deadline: cancellation wins.
+    let op = op_in(Duration::from_secs(1));
+    group
+        .spawn_draining_operation(&op, "parked", std::future::pending())
+        .expect("open");
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    op.cancel();
+    assert!(op.wait(&group, Duration::from_secs(5)).await.expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::Cancelled, 1)]);
+    // A draining operation with a cancelled owner is still stopped by its
+    // own cancellation.
+    let owner = group.try_child("owner").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    owner
+        .spawn_draining_operation(&op, "drain", std::future::pending())
+        .expect("open");
+    owner.cancel();
+    tokio::task::yield_now().await;
+    assert_eq!(op.active_task_count(), 1);
+    assert!(op.cancel_and_wait(&owner, Duration::from_secs(5)).await.expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::Cancelled, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_token_is_a_child_cancelled_with_the_operation() {
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let token = op.cancellation_token();
+    token.cancel();
+    assert!(!op.is_cancelled(), "cancelling the child does not cancel the operation");
+    let token = op.cancellation_token();
+    assert!(!token.is_cancelled());
+    op.cancel();
+    assert!(token.is_cancelled());
+    assert!(op.cancellation_token().is_cancelled(), "a later token is born cancelled");
+    let late = OperationContext::without_deadline(TaskKind::Worker);
+    late.cancel();
+    assert!(late.cancellation_token().is_cancelled(), "created after cancel");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wrong_owner_on_the_deadline_waits_changes_nothing() {
+    let harness = harness("ops");
+    let owner = harness.root_group().try_child("owner").expect("open");
+    let stranger = harness.root_group().try_child("stranger").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (release, released) = oneshot::channel::<()>();
+    owner
+        .spawn_operation(&op, "bound", async move {
+            let _ = released.await;
+        })
+        .expect("binds");
+    let deadline = ShutdownDeadline::after(Duration::ZERO);
+    let error = op.wait_until(&stranger, deadline).await.expect_err("wrong owner");
+    assert_eq!(error.operation(), RuntimeOperation::OperationOwner);
+    let error = op
+        .cancel_and_wait_until(&stranger, deadline)
+        .await
+        .expect_err("wrong owner");
+    assert_eq!(error.operation(), RuntimeOperation::OperationOwner);
+    assert!(!op.is_cancelled() && !op.is_admission_closed());
+    assert_eq!(op.active_task_count(), 1, "nothing was aborted");
+    // An expired operation used with a wrong owner reports the owner.
+    let expiring = op_in(Duration::from_secs(1));
+    owner
+        .spawn_operation(&expiring, "bound", async {})
+        .expect("binds");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let error = stranger
+        .spawn_operation(&expiring, "elsewhere", async {})
+        .expect_err("wrong owner");
+    assert_eq!(error.operation(), RuntimeOperation::OperationOwner);
+    release.send(()).expect("task waits");
+    assert!(op.wait(&owner, Duration::from_secs(1)).await.expect("owner"));
 }
 
 #[derive(Debug, Default)]

@@ -48,8 +48,10 @@ pub(crate) enum Refused {
     Full,
 }
 
-/// Admission, active count and owner binding of one operation.
+/// Admission, active count and owner binding of one operation (`repr(C)`:
+/// the state word comes first).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct OperationGate {
     state: AtomicU64,
     owner: AtomicU64,
@@ -162,6 +164,22 @@ impl OperationGate {
     pub(crate) fn before_first_submission<R>(&self, install: impl FnOnce() -> R) -> Option<R> {
         let _binding = self.bind.lock();
         (self.owner.load(Ordering::Acquire) == UNBOUND).then(install)
+    }
+
+    /// The bound owner, waiting out a first submission in progress (so a
+    /// wait never passes its owner check just before another group binds).
+    pub(crate) fn settled_owner(&self) -> Option<u64> {
+        self.owner().or_else(|| {
+            let _binding = self.bind.lock();
+            self.owner()
+        })
+    }
+
+    /// Runs `f` serialised with the first submission and with other calls
+    /// of `locked` (the lazily created cancellation token uses it).
+    pub(crate) fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _binding = self.bind.lock();
+        f()
     }
 
     /// Registers interest in the idle notification for as long as it lives;

@@ -12,6 +12,11 @@ use crate::ShutdownDeadline;
 /// owner cancelled, cancelled, deadline exceeded, completed; a panic (while
 /// polled or dropped) is `Panicked`; a future destroyed before any of these
 /// (an abort, or the runtime shutting down) is `Aborted`.
+///
+/// A destructor that panics overrides the earlier decision: a future that
+/// returned (or was dropped for a cancellation) and then panicked while
+/// being destroyed is `Panicked`, so a failed cleanup is never counted as
+/// a success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum OperationOutcome {

@@ -20,22 +20,21 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tokio::sync::futures::OwnedNotified;
 use tokio::time::Sleep;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
-use crate::task_group::completion::{Ending, Settle, Settlement};
+use crate::task_group::completion::{Ending, Settle, Settlement, TrackedFuture};
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
 
 pin_project! {
-    /// The user future of one operation task plus its three stop conditions.
+    /// The user future of one operation task plus the wake-ups of its three
+    /// stop conditions. The owner group and the operation are read through
+    /// the task's [`OperationSettlement`], not cloned into the task.
     pub(crate) struct OperationRun<F> {
-        operation: Arc<OperationShared>,
-        // The owner's token until its wake-up is armed; `None` for a
-        // draining operation.
-        owner: Option<CancellationToken>,
+        draining: bool,
         #[pin]
         owner_cancelled: Option<WaitForCancellationFutureOwned>,
         #[pin]
@@ -48,10 +47,9 @@ pin_project! {
 }
 
 impl<F> OperationRun<F> {
-    fn new(operation: Arc<OperationShared>, owner: Option<CancellationToken>, future: F) -> Self {
+    fn new(draining: bool, future: F) -> Self {
         Self {
-            operation,
-            owner,
+            draining,
             owner_cancelled: None,
             cancelled: None,
             expiry: None,
@@ -60,28 +58,24 @@ impl<F> OperationRun<F> {
     }
 }
 
-impl<F: Future<Output = ()>> Future for OperationRun<F> {
-    type Output = OperationOutcome;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OperationOutcome> {
+impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun<F> {
+    fn poll_tracked(
+        self: Pin<&mut Self>,
+        settlement: &OperationSettlement,
+        cx: &mut Context<'_>,
+    ) -> Poll<OperationOutcome> {
         let mut this = self.project();
-        let operation = &**this.operation;
+        let operation = &*settlement.operation;
+        let owner = settlement.task.group.token();
 
-        // 1. Owner cancellation (absent for draining operations).
-        match this.owner_cancelled.as_mut().as_pin_mut() {
-            Some(cancelled) => {
-                if cancelled.poll(cx).is_ready() {
-                    return Poll::Ready(OperationOutcome::OwnerCancelled);
-                }
-            }
-            None => {
-                if this
-                    .owner
-                    .as_ref()
-                    .is_some_and(CancellationToken::is_cancelled)
-                {
-                    return Poll::Ready(OperationOutcome::OwnerCancelled);
-                }
+        // 1. Owner cancellation (not for draining operations).
+        if !*this.draining {
+            let cancelled = match this.owner_cancelled.as_mut().as_pin_mut() {
+                Some(cancelled) => cancelled.poll(cx).is_ready(),
+                None => owner.is_cancelled(),
+            };
+            if cancelled {
+                return Poll::Ready(OperationOutcome::OwnerCancelled);
             }
         }
         // 2. Operation cancellation (a consumed notification is re-armed below).
@@ -94,17 +88,12 @@ impl<F: Future<Output = ()>> Future for OperationRun<F> {
             return Poll::Ready(OperationOutcome::Cancelled);
         }
         // 3. The deadline.
-        match this.expiry.as_mut().as_pin_mut() {
-            Some(expiry) => {
-                if expiry.poll(cx).is_ready() {
-                    return Poll::Ready(OperationOutcome::DeadlineExceeded);
-                }
-            }
-            None => {
-                if operation.is_expired() {
-                    return Poll::Ready(OperationOutcome::DeadlineExceeded);
-                }
-            }
+        let expired = match this.expiry.as_mut().as_pin_mut() {
+            Some(expiry) => expiry.poll(cx).is_ready(),
+            None => operation.is_expired(),
+        };
+        if expired {
+            return Poll::Ready(OperationOutcome::DeadlineExceeded);
         }
         // 4. The work.
         if this.future.as_mut().poll(cx).is_ready() {
@@ -112,8 +101,9 @@ impl<F: Future<Output = ()>> Future for OperationRun<F> {
         }
         // 5. Arm the wake-ups not armed yet, in the same order; a stop
         //    condition that became due meanwhile wins now.
-        if let Some(owner) = this.owner.take() {
-            this.owner_cancelled.set(Some(owner.cancelled_owned()));
+        if !*this.draining && this.owner_cancelled.is_none() {
+            this.owner_cancelled
+                .set(Some(owner.clone().cancelled_owned()));
             if let Some(cancelled) = this.owner_cancelled.as_mut().as_pin_mut() {
                 if cancelled.poll(cx).is_ready() {
                     return Poll::Ready(OperationOutcome::OwnerCancelled);
@@ -198,11 +188,21 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let shared = operation.shared();
+    // The owner check comes first (a wrong owner is reported as such even
+    // for an expired operation); `submit` repeats it atomically.
+    if shared
+        .gate
+        .owner()
+        .is_some_and(|bound| bound != group.id().as_u64())
+    {
+        return Err(RuntimeError::internal_failure(
+            RuntimeOperation::OperationOwner,
+        ));
+    }
     if shared.is_expired() {
         return Err(RuntimeError::closed(RuntimeOperation::SpawnOperation));
     }
-    let owner = (!draining).then(|| group.cancellation_token());
-    let run = OperationRun::new(Arc::clone(shared), owner, future);
+    let run = OperationRun::new(draining, future);
     let kind = operation.task_kind();
     let submitted = shared.gate.submit(group.id().as_u64(), || {
         group.spawn_settled(name, kind, Some(shared.id()), run, |task| {

@@ -7,6 +7,10 @@
 //! of the operation, including tasks accepted while waiting. At the
 //! deadline the remaining tasks are aborted through the owner's task table
 //! (explicit aborts: `aborted` in reports, never `timed_out`).
+//!
+//! `wait*` do not close admission: a task accepted while the abort walks
+//! the table may escape it (the wait still returns `false`). Close
+//! admission first, or use `wait_with_policy`, for a hard stop.
 
 use std::time::Duration;
 
@@ -29,10 +33,15 @@ impl OperationContext {
     /// [`wait_with_policy`](Self::wait_with_policy) to tell the two apart).
     /// An operation that never had a task returns `Ok(true)` at once.
     ///
+    /// The wait does not close admission: a task accepted while the abort
+    /// runs may escape it. Close admission first (or use
+    /// [`wait_with_policy`](Self::wait_with_policy)) for a hard stop.
+    ///
     /// # Errors
     ///
     /// `internal_failure(OperationOwner)` if `owner` is not the group the
-    /// operation is bound to; nothing is aborted then.
+    /// operation is bound to (checked again before aborting); nothing is
+    /// aborted then.
     ///
     /// # Cancel safety
     ///
@@ -44,7 +53,7 @@ impl OperationContext {
         if self.settle_until(deadline).await {
             return Ok(true);
         }
-        self.abort_tasks(owner);
+        self.abort_tasks(owner)?;
         let _ = self
             .settle_until(ShutdownDeadline::after(ABORT_CONFIRMATION))
             .await;
@@ -74,7 +83,7 @@ impl OperationContext {
         if self.settle_until(deadline).await {
             return Ok(true);
         }
-        self.abort_tasks(owner);
+        self.abort_tasks(owner)?;
         Ok(false)
     }
 
@@ -153,18 +162,21 @@ impl OperationContext {
         if self.settle_until(policy.graceful()).await {
             return Ok(OperationWaitOutcome::Completed);
         }
-        self.abort_tasks(owner);
+        self.abort_tasks(owner)?;
         if self.settle_until(policy.confirmation()).await {
             return Ok(OperationWaitOutcome::AbortConfirmed);
         }
-        Ok(OperationWaitOutcome::Unconfirmed {
-            remaining_tasks: self.active_task_count(),
+        // Read once: tasks may finish between the deadline and this read.
+        Ok(match self.active_task_count() {
+            0 => OperationWaitOutcome::AbortConfirmed,
+            remaining_tasks => OperationWaitOutcome::Unconfirmed { remaining_tasks },
         })
     }
 
-    /// Fails unless `owner` is the bound owner (or nothing is bound yet).
+    /// Fails unless `owner` is the bound owner (or nothing is bound yet,
+    /// after waiting out a first submission in progress).
     fn check_owner(&self, owner: &TaskGroup) -> RuntimeResult<()> {
-        match self.shared().gate.owner() {
+        match self.shared().gate.settled_owner() {
             Some(bound) if bound != owner.id().as_u64() => Err(RuntimeError::internal_failure(
                 RuntimeOperation::OperationOwner,
             )),
@@ -172,9 +184,11 @@ impl OperationContext {
         }
     }
 
-    /// Requests an abort of every task of this operation in `owner`.
-    fn abort_tasks(&self, owner: &TaskGroup) -> usize {
-        owner.abort_operation_tasks(self.shared().id())
+    /// Requests an abort of every task of this operation registered in
+    /// `owner`. Fails if another group bound the operation while waiting.
+    fn abort_tasks(&self, owner: &TaskGroup) -> RuntimeResult<usize> {
+        self.check_owner(owner)?;
+        Ok(owner.abort_operation_tasks(self.shared().id()))
     }
 
     /// Waits until the active count is zero; false once `deadline` passes.

@@ -41,6 +41,14 @@ pub(crate) trait Settle {
     fn finish(self, ending: Ending<Self::Output>);
 }
 
+/// A future run inside [`Tracked`]: polled with a reference to its own
+/// settlement ticket, so a wrapper reads what the ticket already holds (the
+/// owner group, an operation) without cloning it into the task.
+pub(crate) trait TrackedFuture<S: Settle> {
+    fn poll_tracked(self: Pin<&mut Self>, settlement: &S, cx: &mut Context<'_>)
+        -> Poll<S::Output>;
+}
+
 /// The settlement ticket of one registered task.
 #[derive(Debug)]
 pub(crate) struct Settlement {
@@ -96,17 +104,19 @@ impl<F, S: Settle> Tracked<F, S> {
 
 impl<F, S> Future for Tracked<F, S>
 where
-    F: Future<Output = S::Output>,
+    F: TrackedFuture<S>,
     S: Settle,
 {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
-        let Some(future) = this.future.as_mut().as_pin_mut() else {
+        let (Some(future), Some(settlement)) =
+            (this.future.as_mut().as_pin_mut(), this.settlement.as_ref())
+        else {
             return Poll::Ready(());
         };
-        let polled = catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
+        let polled = catch_unwind(AssertUnwindSafe(|| future.poll_tracked(settlement, cx)));
         let (returned, payload) = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(value)) => (Some(value), None),
@@ -142,10 +152,12 @@ impl<F> Plain<F> {
     }
 }
 
-impl<F: Future<Output = ()>> Future for Plain<F> {
-    type Output = TaskResult;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskResult> {
+impl<F, S> TrackedFuture<S> for Plain<F>
+where
+    F: Future<Output = ()>,
+    S: Settle<Output = TaskResult>,
+{
+    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskResult> {
         self.project()
             .future
             .poll(cx)
@@ -169,10 +181,12 @@ impl<F> UntilCancelled<F> {
     }
 }
 
-impl<F: Future<Output = ()>> Future for UntilCancelled<F> {
-    type Output = TaskResult;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskResult> {
+impl<F, S> TrackedFuture<S> for UntilCancelled<F>
+where
+    F: Future<Output = ()>,
+    S: Settle<Output = TaskResult>,
+{
+    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskResult> {
         let this = self.project();
         if this.cancelled.poll(cx).is_ready() {
             return Poll::Ready(TaskResult::Cancelled);

@@ -8,8 +8,10 @@ use tokio::time::Instant;
 
 use crate::error::{RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Ordering};
-use crate::task_group::completion::{Plain, Settle, Settlement, Tracked, UntilCancelled};
-use crate::task_group::identity::{TaskId, TaskKind, TaskName, TaskResult};
+use crate::task_group::completion::{
+    Plain, Settle, Settlement, Tracked, TrackedFuture, UntilCancelled,
+};
+use crate::task_group::identity::{TaskId, TaskKind, TaskName};
 use crate::task_group::registry::OperationTag;
 use crate::task_group::{refusal_error, TaskGroup};
 use crate::ShutdownDeadline;
@@ -34,7 +36,7 @@ macro_rules! with_inline_limit {
 }
 
 impl TaskGroup {
-    /// Registers `future` (already mapped to a [`TaskResult`]) and spawns it.
+    /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns it.
     #[track_caller]
     pub(crate) fn spawn_tracked<F>(
         &self,
@@ -43,7 +45,7 @@ impl TaskGroup {
         future: F,
     ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
     where
-        F: Future<Output = TaskResult> + Send + 'static,
+        F: TrackedFuture<Settlement> + Send + 'static,
     {
         self.spawn_settled(name, kind, None, future, |settlement| settlement)
     }
@@ -62,7 +64,7 @@ impl TaskGroup {
         settle: impl FnOnce(Settlement) -> S,
     ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
     where
-        F: Future<Output = S::Output> + Send + 'static,
+        F: TrackedFuture<S> + Send + 'static,
         S: Settle + Send + 'static,
     {
         let inner = &self.inner;
@@ -209,6 +211,8 @@ impl TaskGroup {
     ///   admission is closed, it is cancelled, or its deadline has passed;
     /// * `internal_failure(OperationOwner)`: the operation is bound to
     ///   another group;
+    /// * kind `CapacityExhausted`, operation `SpawnOperation`: the operation
+    ///   already has 2^32 - 1 active tasks;
     /// * as [`spawn`](Self::spawn) when this group refuses the task (the
     ///   operation's admission is rolled back).
     ///

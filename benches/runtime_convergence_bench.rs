@@ -1,0 +1,424 @@
+//! Operations and scopes against raw Tokio baselines.
+//!
+//! | Part | Baseline | Runtime path |
+//! | --- | --- | --- |
+//! | `operation_task/10000` (Criterion + paired) | `tokio::spawn` + join every handle | `spawn_operation` / `spawn_draining_operation` of one `OperationContext` + `wait` |
+//! | `draining_submission/{1,4,8}` (per call) | `Handle::spawn` from each thread | `spawn_draining_operation` from each thread into one shared group, or one group per thread |
+//! | `allocations` | — | heap bytes retained by an idle group, an operation, a child context |
+//!
+//! Every Tokio runtime (multi-thread, 2 workers) is built outside the timed
+//! regions. `operation_task` measures register, run, settle and wait of
+//! 10,000 trivial tasks; its target (≤ 1.5× raw spawn+join) is judged on the
+//! *paired* median: baseline and runtime path alternate on one runtime, the
+//! order flipping every round, and the median of per-round ratios is taken
+//! (machine drift hits both sides of a pair alike).
+//!
+//! `draining_submission` starts N threads (N = 1, 4, 8) behind a barrier;
+//! each submits 10,000 / N trivial draining-operation tasks through its own
+//! operation and times every call. The three modes alternate per round. The
+//! summary gives per-call percentiles and the median submission wall time of
+//! a round; the target (8 threads into one shared group within 2× of one
+//! group per thread) is judged on the paired median of the round wall-time
+//! ratio.
+//!
+//! The allocation counts come from a counting global allocator (it adds a
+//! thread-local check to every allocation of both sides).
+//!
+//! Output: `<target>/runtime-measurements/runtime_convergence_<label>.json`
+//! with `<label>` from `ROCKETMQ_BENCH_LABEL` (default `local`).
+//!
+//! Run: `cargo bench --bench runtime_convergence_bench`
+//! (quick iteration: `... -- --warm-up-time 1 --measurement-time 3`).
+
+mod support;
+
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, SystemTime};
+
+use criterion::{BenchmarkId, Criterion};
+use rocketmq_runtime::{OperationContext, RuntimeContext, TaskGroup, TaskKind};
+use serde_json::{json, Map, Value};
+use tokio::runtime::{Handle, Runtime};
+use tokio::time::Instant;
+
+use counting_alloc::{retained_by, CountingAllocator};
+use support::{mean_ns, median, on_worker, quantile, quick_mode, runtime, write_measurements};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+const OPERATION_TASK: &str = "operation_task";
+const TASKS: usize = 10_000;
+const RAW_SPAWN: &str = "raw_tokio_spawn_join";
+const OPERATION_SPAWN: &str = "operation_spawn_wait";
+const DRAINING_SPAWN: &str = "draining_operation_spawn_wait";
+const SUBMISSION_THREADS: [usize; 3] = [1, 4, 8];
+const PAIRED_ROUNDS: usize = 41;
+const SUBMISSION_ROUNDS: usize = 15;
+
+/// One timed path of the `operation_task` group.
+#[derive(Debug, Clone, Copy)]
+enum TaskPath {
+    Raw,
+    Operation,
+    Draining,
+}
+
+impl TaskPath {
+    fn function(self) -> &'static str {
+        match self {
+            Self::Raw => RAW_SPAWN,
+            Self::Operation => OPERATION_SPAWN,
+            Self::Draining => DRAINING_SPAWN,
+        }
+    }
+
+    /// Spawns `n` trivial tasks and waits for all of them; returns the time.
+    async fn run(self, n: usize, group: TaskGroup) -> Duration {
+        match self {
+            Self::Raw => {
+                let started = Instant::now();
+                let handles: Vec<_> = (0..n).map(|_| tokio::spawn(async {})).collect();
+                for handle in handles {
+                    handle.await.expect("raw task");
+                }
+                started.elapsed()
+            }
+            Self::Operation | Self::Draining => {
+                let operation = OperationContext::new(
+                    (Instant::now() + Duration::from_secs(3_600)).into_std(),
+                    TaskKind::Worker,
+                );
+                let started = Instant::now();
+                for _ in 0..n {
+                    let spawned = if matches!(self, Self::Operation) {
+                        group.spawn_operation(&operation, "request", async {})
+                    } else {
+                        group.spawn_draining_operation(&operation, "request", async {})
+                    };
+                    spawned.expect("open group");
+                }
+                let settled = operation
+                    .wait(&group, Duration::from_secs(60))
+                    .await
+                    .expect("owner");
+                let elapsed = started.elapsed();
+                assert!(settled, "every operation task settles");
+                elapsed
+            }
+        }
+    }
+}
+
+fn harness_group(rt: &Runtime, name: &'static str) -> TaskGroup {
+    rt.block_on(async {
+        RuntimeContext::try_from_current(name)
+            .expect("inside the benchmark runtime")
+            .root_group()
+            .clone()
+    })
+}
+
+fn bench_operation_task(c: &mut Criterion) {
+    let rt = runtime();
+    let group = harness_group(&rt, "bench");
+    let mut bench = c.benchmark_group(OPERATION_TASK);
+    for path in [TaskPath::Raw, TaskPath::Operation, TaskPath::Draining] {
+        bench.bench_with_input(BenchmarkId::new(path.function(), TASKS), &TASKS, |b, &n| {
+            b.iter_custom(|iterations| {
+                let group = group.clone();
+                on_worker(&rt, async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iterations {
+                        total += path.run(n, group.clone()).await;
+                    }
+                    total
+                })
+            });
+        });
+    }
+    bench.finish();
+}
+
+/// Median of per-round `tracked / raw` ratios, alternating the order.
+fn paired_operation_task(tracked: TaskPath) -> Value {
+    let rt = runtime();
+    let group = harness_group(&rt, "paired");
+    let (ratios, tracked_ns, raw_ns) = on_worker(&rt, async move {
+        TaskPath::Raw.run(TASKS, group.clone()).await;
+        tracked.run(TASKS, group.clone()).await;
+        let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
+        let mut tracked_ns = Vec::with_capacity(PAIRED_ROUNDS);
+        let mut raw_ns = Vec::with_capacity(PAIRED_ROUNDS);
+        for round in 0..PAIRED_ROUNDS {
+            let (t, r) = if round % 2 == 0 {
+                let r = TaskPath::Raw.run(TASKS, group.clone()).await;
+                (tracked.run(TASKS, group.clone()).await, r)
+            } else {
+                let t = tracked.run(TASKS, group.clone()).await;
+                (t, TaskPath::Raw.run(TASKS, group.clone()).await)
+            };
+            ratios.push(t.as_secs_f64() / r.as_secs_f64().max(f64::MIN_POSITIVE));
+            tracked_ns.push(t.as_nanos() as f64);
+            raw_ns.push(r.as_nanos() as f64);
+        }
+        (ratios, tracked_ns, raw_ns)
+    });
+    let (mut ratios, mut tracked_ns, mut raw_ns) = (ratios, tracked_ns, raw_ns);
+    json!({
+        "key": format!("{OPERATION_TASK}/{TASKS}: {} / {RAW_SPAWN}", tracked.function()),
+        "median_ratio": median(&mut ratios),
+        "rounds": PAIRED_ROUNDS,
+        "tracked_median_ns": median(&mut tracked_ns),
+        "raw_median_ns": median(&mut raw_ns),
+    })
+}
+
+/// Where the submitting threads put their tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Raw,
+    SharedGroup,
+    GroupPerThread,
+}
+
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Raw, Mode::SharedGroup, Mode::GroupPerThread];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Raw => "raw_tokio_spawn",
+            Self::SharedGroup => "shared_group",
+            Self::GroupPerThread => "group_per_thread",
+        }
+    }
+}
+
+/// One round: `threads` threads submit `TASKS / threads` tasks each, timing
+/// every call. Returns (submission wall time, per-call latencies in ns).
+fn submission_round(
+    handle: &Handle,
+    root: &TaskGroup,
+    mode: Mode,
+    threads: usize,
+) -> (Duration, Vec<f64>) {
+    let per_thread = TASKS / threads;
+    let shared = root.try_child("shared").expect("open root");
+    let groups: Vec<TaskGroup> = (0..threads)
+        .map(|_| match mode {
+            Mode::GroupPerThread => root.try_child("per-thread").expect("open root"),
+            _ => shared.clone(),
+        })
+        .collect();
+    let operations: Vec<OperationContext> = (0..threads)
+        .map(|_| OperationContext::without_deadline(TaskKind::Worker))
+        .collect();
+    let start = Arc::new(Barrier::new(threads + 1));
+    let workers: Vec<_> = groups
+        .iter()
+        .zip(&operations)
+        .map(|(group, operation)| {
+            let (group, operation, handle) = (group.clone(), operation.clone(), handle.clone());
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                let mut latencies = Vec::with_capacity(per_thread);
+                let mut raw_handles = Vec::new();
+                start.wait();
+                for _ in 0..per_thread {
+                    let call = Instant::now();
+                    if mode == Mode::Raw {
+                        raw_handles.push(handle.spawn(async {}));
+                    } else {
+                        group
+                            .spawn_draining_operation(&operation, "request", async {})
+                            .expect("open group");
+                    }
+                    latencies.push(call.elapsed().as_nanos() as f64);
+                }
+                (Instant::now(), latencies, raw_handles)
+            })
+        })
+        .collect();
+    start.wait();
+    let started = Instant::now();
+    let mut finished = started;
+    let mut latencies = Vec::with_capacity(TASKS);
+    let mut raw_handles = Vec::new();
+    for worker in workers {
+        let (done, calls, handles) = worker.join().expect("submitting thread");
+        finished = finished.max(done);
+        latencies.extend(calls);
+        raw_handles.extend(handles);
+    }
+    // Untimed: let every task settle before the next round.
+    handle.block_on(async {
+        for raw in raw_handles {
+            raw.await.expect("raw task");
+        }
+        for (operation, group) in operations.iter().zip(&groups) {
+            assert!(operation
+                .wait(group, Duration::from_secs(60))
+                .await
+                .expect("owner"));
+        }
+    });
+    (finished - started, latencies)
+}
+
+fn submission_pass() -> Value {
+    let rt = runtime();
+    let root = harness_group(&rt, "submission");
+    let handle = rt.handle().clone();
+    let mut results = Map::new();
+    let mut shared_vs_per_thread = Map::new();
+    for threads in SUBMISSION_THREADS {
+        let mut walls: Vec<Vec<f64>> = vec![Vec::new(); Mode::ALL.len()];
+        let mut calls: Vec<Vec<f64>> = vec![Vec::new(); Mode::ALL.len()];
+        let mut round_ratios = Vec::with_capacity(SUBMISSION_ROUNDS);
+        for round in 0..=SUBMISSION_ROUNDS {
+            let mut order = Mode::ALL;
+            order.rotate_left(round % Mode::ALL.len());
+            let mut wall_of = [0.0; 3];
+            for mode in order {
+                let (wall, latencies) = submission_round(&handle, &root, mode, threads);
+                let index = mode as usize;
+                wall_of[index] = wall.as_nanos() as f64;
+                if round > 0 {
+                    // Round 0 warms every path.
+                    walls[index].push(wall_of[index]);
+                    calls[index].extend(latencies);
+                }
+            }
+            if round > 0 {
+                round_ratios.push(
+                    wall_of[Mode::SharedGroup as usize]
+                        / wall_of[Mode::GroupPerThread as usize].max(f64::MIN_POSITIVE),
+                );
+            }
+        }
+        let mut by_mode = Map::new();
+        for mode in Mode::ALL {
+            let index = mode as usize;
+            let sorted = &mut calls[index];
+            sorted.sort_by(f64::total_cmp);
+            by_mode.insert(
+                mode.label().to_owned(),
+                json!({
+                    "round_wall_median_ns": median(&mut walls[index]),
+                    "call_p50_ns": quantile(sorted, 0.50),
+                    "call_p90_ns": quantile(sorted, 0.90),
+                    "call_p99_ns": quantile(sorted, 0.99),
+                    "call_max_ns": sorted.last().copied().unwrap_or(f64::NAN),
+                    "calls": sorted.len(),
+                }),
+            );
+        }
+        let ratio = median(&mut round_ratios);
+        shared_vs_per_thread.insert(threads.to_string(), json!(ratio));
+        results.insert(threads.to_string(), Value::Object(by_mode));
+    }
+    json!({
+        "threads": results,
+        "shared_over_per_thread_wall_ratio": shared_vs_per_thread,
+        "rounds": SUBMISSION_ROUNDS,
+        "tasks_per_round": TASKS,
+    })
+}
+
+/// Heap bytes retained by an idle group, an operation and a child context.
+fn allocations() -> Value {
+    let rt = runtime();
+    rt.block_on(async {
+        let harness = RuntimeContext::try_from_current("allocations").expect("inside Tokio");
+        let root = harness.root_group().clone();
+        let context = harness.service_context("components");
+        // Warm lazily created state (child maps, thread-locals) first.
+        let _warm = (root.try_child("warm"), context.component("warm"));
+        let (group, group_bytes) = retained_by(|| root.try_child("idle").expect("open"));
+        let (operation, operation_bytes) =
+            retained_by(|| OperationContext::without_deadline(TaskKind::Worker));
+        let (child, child_bytes) = retained_by(|| context.component("child"));
+        drop((group, operation, child));
+        json!({
+            "idle_group_bytes": group_bytes,
+            "operation_bytes": operation_bytes,
+            "child_context_bytes": child_bytes,
+        })
+    })
+}
+
+/// Targets, judged on paired medians.
+const OPERATION_TARGET: f64 = 1.5;
+const SHARED_GROUP_TARGET: f64 = 2.0;
+
+fn main() {
+    let run_started = SystemTime::now();
+    let mut criterion = Criterion::default().configure_from_args();
+    bench_operation_task(&mut criterion);
+    criterion.final_summary();
+    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+        return;
+    }
+    let mut criterion_means = Map::new();
+    for path in [TaskPath::Raw, TaskPath::Operation, TaskPath::Draining] {
+        if let Some(mean) = mean_ns(OPERATION_TASK, path.function(), TASKS, run_started) {
+            criterion_means.insert(
+                format!("{OPERATION_TASK}/{}/{TASKS}", path.function()),
+                json!(mean),
+            );
+        }
+    }
+    let paired = [
+        paired_operation_task(TaskPath::Operation),
+        paired_operation_task(TaskPath::Draining),
+    ];
+    let submission = submission_pass();
+    let allocations = allocations();
+    let shared_8 = submission["shared_over_per_thread_wall_ratio"]["8"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    let targets = json!([
+        {
+            "key": paired[0]["key"],
+            "target": OPERATION_TARGET,
+            "measured": paired[0]["median_ratio"],
+            "met": paired[0]["median_ratio"].as_f64().is_some_and(|r| r <= OPERATION_TARGET),
+        },
+        {
+            "key": paired[1]["key"],
+            "target": OPERATION_TARGET,
+            "measured": paired[1]["median_ratio"],
+            "met": paired[1]["median_ratio"].as_f64().is_some_and(|r| r <= OPERATION_TARGET),
+        },
+        {
+            "key": "draining_submission/8 threads: shared_group / group_per_thread (round wall time)",
+            "target": SHARED_GROUP_TARGET,
+            "measured": shared_8,
+            "met": shared_8 <= SHARED_GROUP_TARGET,
+        },
+        {
+            "key": "allocations: idle operation bytes",
+            "target": 256,
+            "measured": allocations["operation_bytes"],
+            "met": allocations["operation_bytes"].as_i64().is_some_and(|b| b <= 256),
+        },
+    ]);
+    let summary = json!({
+        "bench": "runtime_convergence_bench",
+        "label": std::env::var("ROCKETMQ_BENCH_LABEL").unwrap_or_else(|_| "local".to_owned()),
+        "criterion_mean_ns": criterion_means,
+        "paired_median_ratios": paired,
+        "draining_submission": submission,
+        "allocations": allocations,
+        "targets": targets,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    let label = std::env::var("ROCKETMQ_BENCH_LABEL").unwrap_or_else(|_| "local".to_owned());
+    write_measurements(&format!("runtime_convergence_{label}.json"), &summary);
+}

@@ -1,0 +1,104 @@
+//! Helpers shared by the benchmark binaries: the runtime they measure on,
+//! Criterion's output, and the JSON summaries under
+//! `<target>/runtime-measurements/`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use tokio::runtime::Runtime;
+
+/// The benchmark runtime (built outside every timed region): multi-thread
+/// with 2 workers, or current-thread with
+/// `ROCKETMQ_BENCH_FLAVOR=current_thread` (no cross-core traffic: the
+/// instruction overhead alone).
+pub fn runtime() -> Runtime {
+    let mut builder = if std::env::var("ROCKETMQ_BENCH_FLAVOR").as_deref() == Ok("current_thread") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    };
+    builder
+        .enable_all()
+        .build()
+        .expect("build the benchmark runtime")
+}
+
+/// Runs `body` in a task on a runtime worker, so every path spawns from the
+/// same kind of thread.
+pub fn on_worker<F, T>(rt: &Runtime, body: F) -> T
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    rt.block_on(async { tokio::spawn(body).await.expect("benchmark task panicked") })
+}
+
+/// `CARGO_TARGET_DIR` or `target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+/// Criterion's output directory (`CRITERION_HOME` or `<target>/criterion`).
+pub fn criterion_dir() -> PathBuf {
+    std::env::var_os("CRITERION_HOME").map_or_else(|| target_dir().join("criterion"), PathBuf::from)
+}
+
+/// The mean (ns) Criterion estimated for one benchmark during this run, if
+/// its `new/estimates.json` was written after `run_started`.
+pub fn mean_ns(group: &str, function: &str, size: usize, run_started: SystemTime) -> Option<f64> {
+    let path = criterion_dir()
+        .join(group)
+        .join(function)
+        .join(size.to_string())
+        .join("new")
+        .join("estimates.json");
+    let written = std::fs::metadata(&path).ok()?.modified().ok()?;
+    // A stale file from an earlier run is not evidence of this one (1 s slack
+    // for coarse file-system timestamps).
+    if written + Duration::from_secs(1) < run_started {
+        return None;
+    }
+    let estimates: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    estimates["mean"]["point_estimate"].as_f64()
+}
+
+pub fn write_json(dir: &Path, path: &Path, summary: &Value) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let text = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
+    std::fs::write(path, text + "\n")
+}
+
+/// True when Criterion only lists or smoke-tests the benches.
+pub fn quick_mode() -> bool {
+    std::env::args().any(|arg| arg == "--test" || arg == "--list")
+}
+
+/// Writes `summary` to `<target>/runtime-measurements/<file>` and says where.
+pub fn write_measurements(file: &str, summary: &Value) {
+    let dir = target_dir().join("runtime-measurements");
+    let path = dir.join(file);
+    match write_json(&dir, &path, summary) {
+        Ok(()) => println!("wrote {}", path.display()),
+        Err(error) => eprintln!("could not write {}: {error}", path.display()),
+    }
+}
+
+/// The median of `values` (sorted in place); `NaN` when empty.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The `q` quantile (0..=1, nearest rank) of sorted `values`.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}

@@ -1,7 +1,8 @@
 //! A broker-style entrypoint: the main job of this crate's README.
 //!
 //! It owns the runtime, derives a `broker` component from the sealed root,
-//! runs a heartbeat service and a worker until Ctrl-C, SIGTERM or
+//! runs a heartbeat service and a request worker (one `OperationContext`
+//! per simulated request, drained on shutdown) until Ctrl-C, SIGTERM or
 //! `--run-for <seconds>`, then shuts down within one deadline, prints the
 //! shutdown report as JSON and exits non-zero if the report is unhealthy.
 //!
@@ -113,23 +114,56 @@ fn start_broker(
         // Ordered cleanup would go here: flush, deregister, ...
     })?;
 
-    // A worker component fed through a channel; its service drains the
-    // channel until cancelled.
+    // A worker component fed through a channel. Each request runs as a
+    // draining task of its own `OperationContext` (no task group per
+    // request): it survives the worker's cancellation and is bounded by its
+    // own 2 s deadline. On shutdown the worker stops taking requests and
+    // drains the ones in flight.
     let (requests, mut inbox) = tokio::sync::mpsc::channel::<u64>(64);
     let worker = broker.component("request-worker");
-    let worker_token = worker.task_group().cancellation_token();
+    let group = worker.task_group().clone();
+    let worker_token = group.cancellation_token();
+    let handled = Arc::new(AtomicU64::new(0));
     worker.spawn("request-worker", TaskKind::Worker, async move {
-        let mut handled = 0u64;
+        let mut in_flight: Vec<OperationContext> = Vec::new();
         loop {
             tokio::select! {
                 () = worker_token.cancelled() => break,
                 request = inbox.recv() => match request {
-                    Some(_) => handled += 1,
+                    Some(request) => {
+                        let deadline = ShutdownDeadline::after(Duration::from_secs(2)).instant();
+                        let operation = OperationContext::new(deadline, TaskKind::Worker);
+                        let handled = Arc::clone(&handled);
+                        let accepted = group.spawn_draining_operation(&operation, "request", async move {
+                            // Simulated request handling.
+                            tokio::time::sleep(Duration::from_millis(20 + (request % 5) * 30)).await;
+                            handled.fetch_add(1, Ordering::Relaxed);
+                        });
+                        if accepted.is_ok() {
+                            in_flight.retain(|operation| operation.active_task_count() > 0);
+                            in_flight.push(operation);
+                        }
+                    }
                     None => break,
                 },
             }
         }
-        let _ = handled;
+        // Drain: finish what was accepted within a grace period, abort the rest.
+        let policy = OperationWaitPolicy::new(
+            ShutdownDeadline::after(Duration::from_secs(1)),
+            ShutdownDeadline::after(Duration::from_secs(2)),
+        );
+        let mut drained = 0;
+        for operation in &in_flight {
+            if let Ok(OperationWaitOutcome::Completed) = operation.wait_with_policy(&group, policy).await {
+                drained += 1;
+            }
+        }
+        eprintln!(
+            "request-worker: {} requests handled, {drained} of {} in flight drained",
+            handled.load(Ordering::Relaxed),
+            in_flight.len()
+        );
     })?;
     // Dropped at cancellation: sending has no cleanup to do.
     broker.spawn_cancellable_service("request-source", async move {

@@ -564,7 +564,12 @@ fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
         unblock.send(()).expect("task waits");
     }
     let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
-    assert_eq!(tree_sum(&report, |node| node.timed_out), 0, "{}", report.to_json());
+    assert_eq!(
+        tree_sum(&report, |node| node.timed_out),
+        0,
+        "{}",
+        report.to_json()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -576,9 +581,16 @@ async fn priorities_when_several_stop_conditions_are_due_together() {
     let deadline = Instant::now() + Duration::from_secs(1);
     let op = OperationContext::new(deadline.into_std(), TaskKind::Worker);
     group
-        .spawn_operation(&op, "races-its-deadline", tokio::time::sleep_until(deadline))
+        .spawn_operation(
+            &op,
+            "races-its-deadline",
+            tokio::time::sleep_until(deadline),
+        )
         .expect("open");
-    assert!(op.wait(&group, Duration::from_secs(5)).await.expect("owner"));
+    assert!(op
+        .wait(&group, Duration::from_secs(5))
+        .await
+        .expect("owner"));
     assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
     // Cancellation and an expired deadline: cancellation wins.
     let op = op_in(Duration::from_secs(1));
@@ -588,7 +600,10 @@ async fn priorities_when_several_stop_conditions_are_due_together() {
     tokio::task::yield_now().await;
     tokio::time::advance(Duration::from_secs(2)).await;
     op.cancel();
-    assert!(op.wait(&group, Duration::from_secs(5)).await.expect("owner"));
+    assert!(op
+        .wait(&group, Duration::from_secs(5))
+        .await
+        .expect("owner"));
     assert_eq!(counts(&op), [(OperationOutcome::Cancelled, 1)]);
     // A draining operation with a cancelled owner is still stopped by its
     // own cancellation.
@@ -600,7 +615,10 @@ async fn priorities_when_several_stop_conditions_are_due_together() {
     owner.cancel();
     tokio::task::yield_now().await;
     assert_eq!(op.active_task_count(), 1);
-    assert!(op.cancel_and_wait(&owner, Duration::from_secs(5)).await.expect("owner"));
+    assert!(op
+        .cancel_and_wait(&owner, Duration::from_secs(5))
+        .await
+        .expect("owner"));
     assert_eq!(counts(&op), [(OperationOutcome::Cancelled, 1)]);
 }
 
@@ -609,15 +627,24 @@ async fn cancellation_token_is_a_child_cancelled_with_the_operation() {
     let op = OperationContext::without_deadline(TaskKind::Worker);
     let token = op.cancellation_token();
     token.cancel();
-    assert!(!op.is_cancelled(), "cancelling the child does not cancel the operation");
+    assert!(
+        !op.is_cancelled(),
+        "cancelling the child does not cancel the operation"
+    );
     let token = op.cancellation_token();
     assert!(!token.is_cancelled());
     op.cancel();
     assert!(token.is_cancelled());
-    assert!(op.cancellation_token().is_cancelled(), "a later token is born cancelled");
+    assert!(
+        op.cancellation_token().is_cancelled(),
+        "a later token is born cancelled"
+    );
     let late = OperationContext::without_deadline(TaskKind::Worker);
     late.cancel();
-    assert!(late.cancellation_token().is_cancelled(), "created after cancel");
+    assert!(
+        late.cancellation_token().is_cancelled(),
+        "created after cancel"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -633,7 +660,10 @@ async fn wrong_owner_on_the_deadline_waits_changes_nothing() {
         })
         .expect("binds");
     let deadline = ShutdownDeadline::after(Duration::ZERO);
-    let error = op.wait_until(&stranger, deadline).await.expect_err("wrong owner");
+    let error = op
+        .wait_until(&stranger, deadline)
+        .await
+        .expect_err("wrong owner");
     assert_eq!(error.operation(), RuntimeOperation::OperationOwner);
     let error = op
         .cancel_and_wait_until(&stranger, deadline)
@@ -653,7 +683,10 @@ async fn wrong_owner_on_the_deadline_waits_changes_nothing() {
         .expect_err("wrong owner");
     assert_eq!(error.operation(), RuntimeOperation::OperationOwner);
     release.send(()).expect("task waits");
-    assert!(op.wait(&owner, Duration::from_secs(1)).await.expect("owner"));
+    assert!(op
+        .wait(&owner, Duration::from_secs(1))
+        .await
+        .expect("owner"));
 }
 
 #[derive(Debug, Default)]
@@ -719,12 +752,13 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
         .expect("builds");
     let group = owner.root_context().component("churn").task_group().clone();
     let failed_waits = Arc::new(AtomicUsize::new(0));
+    let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
     let drivers: Vec<_> = (0..4)
         .map(|_| {
             let group = group.clone();
             let failed_waits = Arc::clone(&failed_waits);
-            owner.block_on(async move {
-                tokio::spawn(async move {
+            {
+                runtime.spawn(async move {
                     let mut ops = Vec::with_capacity(OPERATIONS / 4);
                     for _ in 0..OPERATIONS / 4 {
                         let op = OperationContext::without_deadline(TaskKind::Worker);
@@ -746,7 +780,7 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
                     }
                     ops
                 })
-            })
+            }
         })
         .collect();
     let ops: Vec<OperationContext> = owner.block_on(async move {

@@ -16,7 +16,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 #[test]
 fn an_idle_operation_costs_at_most_256_bytes_and_no_group() {
     let (plain, plain_bytes) = retained_by(|| OperationContext::without_deadline(TaskKind::Worker));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = (tokio::time::Instant::now() + Duration::from_secs(5)).into_std();
     let (timed, timed_bytes) = retained_by(|| OperationContext::new(deadline, TaskKind::Worker));
     println!("idle operation: {plain_bytes} B (no deadline), {timed_bytes} B (deadline)");
     assert!(plain_bytes > 0, "the allocator counts");

@@ -45,8 +45,7 @@ pub(crate) trait Settle {
 /// settlement ticket, so a wrapper reads what the ticket already holds (the
 /// owner group, an operation) without cloning it into the task.
 pub(crate) trait TrackedFuture<S: Settle> {
-    fn poll_tracked(self: Pin<&mut Self>, settlement: &S, cx: &mut Context<'_>)
-        -> Poll<S::Output>;
+    fn poll_tracked(self: Pin<&mut Self>, settlement: &S, cx: &mut Context<'_>) -> Poll<S::Output>;
 }
 
 /// The settlement ticket of one registered task.

@@ -73,9 +73,10 @@ pub fn write_json(dir: &Path, path: &Path, summary: &Value) -> std::io::Result<(
     std::fs::write(path, text + "\n")
 }
 
-/// True when Criterion only lists or smoke-tests the benches.
+/// True when Criterion only lists, smoke-tests or profiles the benches
+/// (`--test`, `--list`, `--profile-time`): the summary passes are skipped.
 pub fn quick_mode() -> bool {
-    std::env::args().any(|arg| arg == "--test" || arg == "--list")
+    std::env::args().any(|arg| arg == "--test" || arg == "--list" || arg == "--profile-time")
 }
 
 /// Writes `summary` to `<target>/runtime-measurements/<file>` and says where.

@@ -19,8 +19,8 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 use tokio::sync::futures::OwnedNotified;
-use tokio::time::Sleep;
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
@@ -30,17 +30,14 @@ use crate::task_group::completion::{Ending, Settle, Settlement, TrackedFuture};
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
 
 pin_project! {
-    /// The user future of one operation task plus the wake-ups of its three
-    /// stop conditions. The owner group and the operation are read through
-    /// the task's [`OperationSettlement`], not cloned into the task.
+    /// The user future of one operation task. The owner group and the
+    /// operation are read through the task's [`OperationSettlement`], not
+    /// cloned into the task; the wake-ups of the three stop conditions are
+    /// boxed on the first `Pending`, so a task that completes on its first
+    /// poll stays small and registers nothing.
     pub(crate) struct OperationRun<F> {
         draining: bool,
-        #[pin]
-        owner_cancelled: Option<WaitForCancellationFutureOwned>,
-        #[pin]
-        cancelled: Option<OwnedNotified>,
-        #[pin]
-        expiry: Option<Sleep>,
+        wakeups: Option<Pin<Box<WakeUps>>>,
         #[pin]
         future: F,
     }
@@ -50,63 +47,72 @@ impl<F> OperationRun<F> {
     fn new(draining: bool, future: F) -> Self {
         Self {
             draining,
-            owner_cancelled: None,
-            cancelled: None,
-            expiry: None,
+            wakeups: None,
             future,
         }
     }
 }
 
-impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun<F> {
-    fn poll_tracked(
-        self: Pin<&mut Self>,
-        settlement: &OperationSettlement,
-        cx: &mut Context<'_>,
-    ) -> Poll<OperationOutcome> {
-        let mut this = self.project();
-        let operation = &*settlement.operation;
-        let owner = settlement.task.group.token();
+pin_project! {
+    /// The armed wake-ups of a task whose work returned `Pending`.
+    struct WakeUps {
+        #[pin]
+        owner: Option<WaitForCancellationFutureOwned>,
+        #[pin]
+        cancelled: Option<OwnedNotified>,
+        #[pin]
+        expiry: Option<Sleep>,
+    }
+}
 
-        // 1. Owner cancellation (not for draining operations).
-        if !*this.draining {
-            let cancelled = match this.owner_cancelled.as_mut().as_pin_mut() {
-                Some(cancelled) => cancelled.poll(cx).is_ready(),
-                None => owner.is_cancelled(),
-            };
-            if cancelled {
-                return Poll::Ready(OperationOutcome::OwnerCancelled);
+impl WakeUps {
+    /// The stop condition that is due, in priority order, polling the armed
+    /// wake-ups (a consumed operation notification is disarmed).
+    fn due(
+        mut self: Pin<&mut Self>,
+        draining: bool,
+        operation: &OperationShared,
+        cx: &mut Context<'_>,
+    ) -> Option<OperationOutcome> {
+        let mut this = self.as_mut().project();
+        if !draining {
+            if let Some(owner) = this.owner.as_mut().as_pin_mut() {
+                if owner.poll(cx).is_ready() {
+                    return Some(OperationOutcome::OwnerCancelled);
+                }
             }
         }
-        // 2. Operation cancellation (a consumed notification is re-armed below).
         if let Some(notified) = this.cancelled.as_mut().as_pin_mut() {
             if notified.poll(cx).is_ready() {
                 this.cancelled.set(None);
             }
         }
         if operation.gate.is_cancelled() {
-            return Poll::Ready(OperationOutcome::Cancelled);
+            return Some(OperationOutcome::Cancelled);
         }
-        // 3. The deadline.
-        let expired = match this.expiry.as_mut().as_pin_mut() {
-            Some(expiry) => expiry.poll(cx).is_ready(),
-            None => operation.is_expired(),
-        };
-        if expired {
-            return Poll::Ready(OperationOutcome::DeadlineExceeded);
+        if let Some(expiry) = this.expiry.as_mut().as_pin_mut() {
+            if expiry.poll(cx).is_ready() {
+                return Some(OperationOutcome::DeadlineExceeded);
+            }
         }
-        // 4. The work.
-        if this.future.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(OperationOutcome::Completed);
-        }
-        // 5. Arm the wake-ups not armed yet, in the same order; a stop
-        //    condition that became due meanwhile wins now.
-        if !*this.draining && this.owner_cancelled.is_none() {
-            this.owner_cancelled
-                .set(Some(owner.clone().cancelled_owned()));
-            if let Some(cancelled) = this.owner_cancelled.as_mut().as_pin_mut() {
+        None
+    }
+
+    /// Arms the wake-ups not armed yet, in priority order; a stop condition
+    /// that became due meanwhile is returned.
+    fn arm(
+        self: Pin<&mut Self>,
+        draining: bool,
+        owner: &CancellationToken,
+        operation: &OperationShared,
+        cx: &mut Context<'_>,
+    ) -> Option<OperationOutcome> {
+        let mut this = self.project();
+        if !draining && this.owner.is_none() {
+            this.owner.set(Some(owner.clone().cancelled_owned()));
+            if let Some(cancelled) = this.owner.as_mut().as_pin_mut() {
                 if cancelled.poll(cx).is_ready() {
-                    return Poll::Ready(OperationOutcome::OwnerCancelled);
+                    return Some(OperationOutcome::OwnerCancelled);
                 }
             }
         }
@@ -122,7 +128,7 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
                 }
             }
             if operation.gate.is_cancelled() {
-                return Poll::Ready(OperationOutcome::Cancelled);
+                return Some(OperationOutcome::Cancelled);
             }
         }
         if this.expiry.is_none() {
@@ -130,12 +136,71 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
                 this.expiry.set(Some(tokio::time::sleep_until(deadline)));
                 if let Some(expiry) = this.expiry.as_mut().as_pin_mut() {
                     if expiry.poll(cx).is_ready() {
-                        return Poll::Ready(OperationOutcome::DeadlineExceeded);
+                        return Some(OperationOutcome::DeadlineExceeded);
                     }
                 }
             }
         }
-        Poll::Pending
+        None
+    }
+}
+
+/// The stop condition due before any wake-up is armed (first poll).
+fn due_now(
+    draining: bool,
+    owner: &CancellationToken,
+    operation: &OperationShared,
+) -> Option<OperationOutcome> {
+    if !draining && owner.is_cancelled() {
+        Some(OperationOutcome::OwnerCancelled)
+    } else if operation.gate.is_cancelled() {
+        Some(OperationOutcome::Cancelled)
+    } else if operation.is_expired() {
+        Some(OperationOutcome::DeadlineExceeded)
+    } else {
+        None
+    }
+}
+
+impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun<F> {
+    fn poll_tracked(
+        self: Pin<&mut Self>,
+        settlement: &OperationSettlement,
+        cx: &mut Context<'_>,
+    ) -> Poll<OperationOutcome> {
+        let this = self.project();
+        let operation = &*settlement.operation;
+        let owner = settlement.task.group.token();
+        let draining = *this.draining;
+        // Priority: owner cancellation (not when draining), operation
+        // cancellation, the deadline, then the work.
+        let due = match this.wakeups.as_mut() {
+            Some(wakeups) => wakeups.as_mut().due(draining, operation, cx),
+            None => due_now(draining, owner, operation),
+        };
+        if let Some(outcome) = due {
+            return Poll::Ready(outcome);
+        }
+        if this.future.poll(cx).is_ready() {
+            return Poll::Ready(OperationOutcome::Completed);
+        }
+        let wakeups = this
+            .wakeups
+            .get_or_insert_with(|| Box::pin(WakeUps::default()));
+        match wakeups.as_mut().arm(draining, owner, operation, cx) {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Default for WakeUps {
+    fn default() -> Self {
+        Self {
+            owner: None,
+            cancelled: None,
+            expiry: None,
+        }
     }
 }
 
@@ -199,13 +264,15 @@ where
             RuntimeOperation::OperationOwner,
         ));
     }
-    if shared.is_expired() {
+    // One clock read serves the expiry check and the record's start time.
+    let now = Instant::now();
+    if shared.deadline().is_some_and(|deadline| deadline <= now) {
         return Err(RuntimeError::closed(RuntimeOperation::SpawnOperation));
     }
     let run = OperationRun::new(draining, future);
     let kind = operation.task_kind();
     let submitted = shared.gate.submit(group.id().as_u64(), || {
-        group.spawn_settled(name, kind, Some(shared.id()), run, |task| {
+        group.spawn_settled(name, kind, now, Some(shared.id()), run, |task| {
             OperationSettlement {
                 task,
                 operation: Arc::clone(shared),

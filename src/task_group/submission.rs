@@ -47,7 +47,9 @@ impl TaskGroup {
     where
         F: TrackedFuture<Settlement> + Send + 'static,
     {
-        self.spawn_settled(name, kind, None, future, |settlement| settlement)
+        self.spawn_settled(name, kind, Instant::now(), None, future, |settlement| {
+            settlement
+        })
     }
 
     /// The one submission path: registers the task (tagged with its
@@ -59,6 +61,7 @@ impl TaskGroup {
         &self,
         name: TaskName,
         kind: TaskKind,
+        started: Instant,
         operation: Option<OperationTag>,
         future: F,
         settle: impl FnOnce(Settlement) -> S,
@@ -68,7 +71,7 @@ impl TaskGroup {
         S: Settle + Send + 'static,
     {
         let inner = &self.inner;
-        let (seq, slot) = match inner.gate.register(name, kind, Instant::now(), operation) {
+        let (seq, slot) = match inner.gate.register(name, kind, started, operation) {
             Ok(key) => key,
             Err(refusal) => {
                 return Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))

@@ -20,7 +20,7 @@ mod identity;
 pub(crate) mod registry;
 mod shutdown;
 pub(crate) mod state;
-mod submission;
+pub(crate) mod submission;
 
 #[cfg(all(test, loom))]
 mod tests;

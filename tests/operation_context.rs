@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use rocketmq_runtime::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
-    OperationWaitPolicy, RuntimeConfig, RuntimeErrorKind, RuntimeOperation, RuntimeOwner,
-    ShutdownDeadline, TaskGroup, TaskKind,
+    OperationWaitPolicy, RuntimeErrorKind, RuntimeOperation, ShutdownDeadline, TaskGroup, TaskKind,
 };
-use support::{guard, harness, tree_sum};
+use support::{guard, harness, owner_with_group, tree_sum};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -424,11 +423,7 @@ async fn waits_never_return_after_their_deadline() {
 /// `cancel_and_wait(timeout)` still return within timeout + 1 s.
 #[test]
 fn wait_returns_within_timeout_plus_one_second_when_destruction_hangs() {
-    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("ops", 2))
-        .expect("valid")
-        .build()
-        .expect("builds");
-    let group = owner.root_context().component("ops").task_group().clone();
+    let (owner, group) = owner_with_group("ops");
     for cancel in [false, true] {
         let op = OperationContext::without_deadline(TaskKind::Worker);
         let (unblock, blocked) = std::sync::mpsc::channel::<()>();
@@ -524,11 +519,7 @@ async fn wait_with_policy_gives_each_result() {
 /// than their deadline (plus scheduling slack).
 #[test]
 fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
-    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("ops", 2))
-        .expect("valid")
-        .build()
-        .expect("builds");
-    let group = owner.root_context().component("ops").task_group().clone();
+    let (owner, group) = owner_with_group("ops");
     for cancel in [false, true] {
         let op = OperationContext::without_deadline(TaskKind::Worker);
         let (unblock, blocked) = std::sync::mpsc::channel::<()>();
@@ -746,11 +737,7 @@ async fn observer_sees_each_outcome_once_and_installs_only_before_submission() {
 fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
     const OPERATIONS: usize = 10_000;
     const ROUNDS: usize = 3;
-    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("churn", 2))
-        .expect("valid")
-        .build()
-        .expect("builds");
-    let group = owner.root_context().component("churn").task_group().clone();
+    let (owner, group) = owner_with_group("churn");
     let failed_waits = Arc::new(AtomicUsize::new(0));
     let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
     let drivers: Vec<_> = (0..4)
@@ -809,11 +796,7 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
 fn outcomes_sum_to_accepted_submissions_under_contention() {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 2_500;
-    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("race", 2))
-        .expect("valid")
-        .build()
-        .expect("builds");
-    let group = owner.root_context().component("race").task_group().clone();
+    let (owner, group) = owner_with_group("race");
     let op = OperationContext::without_deadline(TaskKind::Worker);
     let start = Arc::new(std::sync::Barrier::new(THREADS));
     let threads: Vec<_> = (0..THREADS)

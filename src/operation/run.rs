@@ -217,11 +217,7 @@ impl Settle for OperationSettlement {
     type Output = OperationOutcome;
 
     fn finish(self, ending: Ending<OperationOutcome>) {
-        let outcome = match ending {
-            Ending::Returned(outcome) => outcome,
-            Ending::Panicked => OperationOutcome::Panicked,
-            Ending::Aborted => OperationOutcome::Aborted,
-        };
+        let outcome = ending.resolve(OperationOutcome::Panicked, OperationOutcome::Aborted);
         self.task.finish(Ending::Returned(task_result(outcome)));
         self.operation.publish(self.kind, outcome);
     }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::operation::{OperationContext, OperationWaitOutcome, OperationWaitPolicy};
+use crate::task_group::submission::notified_until;
 use crate::task_group::TaskGroup;
 use crate::ShutdownDeadline;
 
@@ -195,21 +196,6 @@ impl OperationContext {
     async fn settle_until(&self, deadline: ShutdownDeadline) -> bool {
         let shared = self.shared();
         let _watch = shared.gate.watch();
-        loop {
-            let idle = shared.notify.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if shared.gate.active() == 0 {
-                return true;
-            }
-            if deadline.is_expired() {
-                return false;
-            }
-            tokio::select! {
-                biased;
-                () = &mut idle => {}
-                () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
-            }
-        }
+        notified_until(&shared.notify, deadline, || shared.gate.active() == 0).await
     }
 }

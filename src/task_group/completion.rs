@@ -33,6 +33,17 @@ pub(crate) enum Ending<T> {
     Aborted,
 }
 
+impl<T> Ending<T> {
+    /// The returned value, or the value standing for a panic or an abort.
+    pub(crate) fn resolve(self, panicked: T, aborted: T) -> T {
+        match self {
+            Self::Returned(value) => value,
+            Self::Panicked => panicked,
+            Self::Aborted => aborted,
+        }
+    }
+}
+
 /// What runs once a tracked future is destroyed: account, then publish.
 pub(crate) trait Settle {
     /// The value the wrapped future returns.
@@ -60,11 +71,7 @@ impl Settle for Settlement {
     type Output = TaskResult;
 
     fn finish(self, ending: Ending<TaskResult>) {
-        let result = match ending {
-            Ending::Returned(result) => result,
-            Ending::Panicked => TaskResult::Panicked,
-            Ending::Aborted => TaskResult::Aborted,
-        };
+        let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
         self.group.settle(self.slot, self.seq, result);
     }
 }

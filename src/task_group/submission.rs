@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -230,13 +231,7 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        with_inline_limit!(future, |f| crate::operation::spawn_in_operation(
-            self,
-            operation,
-            name.into(),
-            false,
-            f
-        ))
+        self.spawn_in_operation(operation, name.into(), false, future)
     }
 
     /// Spawns a task of `operation` that keeps running after this group is
@@ -260,12 +255,22 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        self.spawn_in_operation(operation, name.into(), true, future)
+    }
+
+    #[track_caller]
+    fn spawn_in_operation<F>(
+        &self,
+        operation: &crate::OperationContext,
+        name: TaskName,
+        draining: bool,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         with_inline_limit!(future, |f| crate::operation::spawn_in_operation(
-            self,
-            operation,
-            name.into(),
-            true,
-            f
+            self, operation, name, draining, f
         ))
     }
 
@@ -322,21 +327,37 @@ impl TaskGroup {
         }
         let inner = &self.inner;
         let _watch = Watch::new(&inner.settle_watchers);
-        loop {
-            let settled = inner.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            if !inner.gate.contains(id.slot(), id.as_u64()) {
-                return true;
-            }
-            if deadline.is_expired() {
-                return false;
-            }
-            tokio::select! {
-                biased;
-                () = &mut settled => {}
-                () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
-            }
+        notified_until(&inner.settled, deadline, || {
+            !inner.gate.contains(id.slot(), id.as_u64())
+        })
+        .await
+    }
+}
+
+/// Waits until `done()` holds, re-checking it after every notification of
+/// `notify`; false once `deadline` passes first. The caller registers as a
+/// watcher (so the notifying side knows to notify) before calling. Each
+/// check follows an enabled `Notified`, so a notification between the
+/// check and the wait is never missed.
+pub(crate) async fn notified_until(
+    notify: &Notify,
+    deadline: ShutdownDeadline,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    loop {
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if done() {
+            return true;
+        }
+        if deadline.is_expired() {
+            return false;
+        }
+        tokio::select! {
+            biased;
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
         }
     }
 }

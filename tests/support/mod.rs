@@ -39,3 +39,18 @@ pub fn tree_nodes(report: &ShutdownReport) -> usize {
     }
     total
 }
+
+/// A 2-worker owner (named `name`) and the task group of its `name`
+/// component.
+pub fn owner_with_group(
+    name: &'static str,
+) -> (rocketmq_runtime::RuntimeOwner, rocketmq_runtime::TaskGroup) {
+    let owner = rocketmq_runtime::RuntimeOwner::plan(
+        rocketmq_runtime::RuntimeConfig::for_parallelism(name, 2),
+    )
+    .expect("valid configuration")
+    .build()
+    .expect("runtime builds");
+    let group = owner.root_context().component(name).task_group().clone();
+    (owner, group)
+}

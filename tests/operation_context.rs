@@ -34,6 +34,23 @@ async fn until_settled(group: &TaskGroup) {
     }
 }
 
+/// An operation bound to `owner` by one task that waits for `release`,
+/// plus a second group (`stranger`) of the same tree.
+fn bound_operation(
+    harness: &rocketmq_runtime::RuntimeContext,
+) -> (TaskGroup, TaskGroup, OperationContext, oneshot::Sender<()>) {
+    let owner = harness.root_group().try_child("owner").expect("open");
+    let stranger = harness.root_group().try_child("stranger").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (release, released) = oneshot::channel::<()>();
+    owner
+        .spawn_operation(&op, "bound", async move {
+            let _ = released.await;
+        })
+        .expect("binds");
+    (owner, stranger, op, release)
+}
+
 #[tokio::test(start_paused = true)]
 async fn completed_outcome_and_no_task_group() {
     let harness = harness("ops");
@@ -295,15 +312,7 @@ async fn refused_submissions_change_no_counter() {
 #[tokio::test(start_paused = true)]
 async fn a_wrong_owner_is_refused_everywhere_and_admission_stays_open() {
     let harness = harness("ops");
-    let owner = harness.root_group().try_child("owner").expect("open");
-    let stranger = harness.root_group().try_child("stranger").expect("open");
-    let op = OperationContext::without_deadline(TaskKind::Worker);
-    let (release, released) = oneshot::channel::<()>();
-    owner
-        .spawn_operation(&op, "first", async move {
-            let _ = released.await;
-        })
-        .expect("binds");
+    let (owner, stranger, op, release) = bound_operation(&harness);
     let wrong = stranger
         .spawn_operation(&op, "elsewhere", async {})
         .expect_err("bound elsewhere");
@@ -641,15 +650,7 @@ async fn cancellation_token_is_a_child_cancelled_with_the_operation() {
 #[tokio::test(start_paused = true)]
 async fn wrong_owner_on_the_deadline_waits_changes_nothing() {
     let harness = harness("ops");
-    let owner = harness.root_group().try_child("owner").expect("open");
-    let stranger = harness.root_group().try_child("stranger").expect("open");
-    let op = OperationContext::without_deadline(TaskKind::Worker);
-    let (release, released) = oneshot::channel::<()>();
-    owner
-        .spawn_operation(&op, "bound", async move {
-            let _ = released.await;
-        })
-        .expect("binds");
+    let (owner, stranger, op, release) = bound_operation(&harness);
     let deadline = ShutdownDeadline::after(Duration::ZERO);
     let error = op
         .wait_until(&stranger, deadline)

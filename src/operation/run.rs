@@ -27,6 +27,7 @@ use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
 use crate::task_group::completion::{Ending, Settle, Settlement, TrackedFuture};
+use crate::task_group::submission::with_inline_limit;
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
 
 pin_project! {
@@ -55,6 +56,7 @@ impl<F> OperationRun<F> {
 
 pin_project! {
     /// The armed wake-ups of a task whose work returned `Pending`.
+    #[derive(Default)]
     struct WakeUps {
         #[pin]
         owner: Option<WaitForCancellationFutureOwned>,
@@ -194,16 +196,6 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
     }
 }
 
-impl Default for WakeUps {
-    fn default() -> Self {
-        Self {
-            owner: None,
-            cancelled: None,
-            expiry: None,
-        }
-    }
-}
-
 /// Settles an operation task: the owner accounts it, then the operation
 /// publishes the outcome and releases the admission.
 #[derive(Debug)]
@@ -236,9 +228,24 @@ fn task_result(outcome: OperationOutcome) -> TaskResult {
 }
 
 /// Submits one operation task into `group` (the body of
-/// [`TaskGroup::spawn_operation`] and [`TaskGroup::spawn_draining_operation`]).
+/// [`TaskGroup::spawn_operation`] and [`TaskGroup::spawn_draining_operation`]);
+/// futures over 16 KiB are boxed first.
 #[track_caller]
 pub(crate) fn spawn_in_operation<F>(
+    group: &TaskGroup,
+    operation: &OperationContext,
+    name: TaskName,
+    draining: bool,
+    future: F,
+) -> RuntimeResult<TaskId>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    with_inline_limit!(future, |f| submit(group, operation, name, draining, f))
+}
+
+#[track_caller]
+fn submit<F>(
     group: &TaskGroup,
     operation: &OperationContext,
     name: TaskName,

@@ -35,6 +35,7 @@ macro_rules! with_inline_limit {
         }
     }};
 }
+pub(crate) use with_inline_limit;
 
 impl TaskGroup {
     /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns it.
@@ -231,7 +232,7 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.spawn_in_operation(operation, name.into(), false, future)
+        crate::operation::spawn_in_operation(self, operation, name.into(), false, future)
     }
 
     /// Spawns a task of `operation` that keeps running after this group is
@@ -255,23 +256,7 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.spawn_in_operation(operation, name.into(), true, future)
-    }
-
-    #[track_caller]
-    fn spawn_in_operation<F>(
-        &self,
-        operation: &crate::OperationContext,
-        name: TaskName,
-        draining: bool,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        with_inline_limit!(future, |f| crate::operation::spawn_in_operation(
-            self, operation, name, draining, f
-        ))
+        crate::operation::spawn_in_operation(self, operation, name.into(), true, future)
     }
 
     /// Requests an abort of every task of an operation (crate: waits).

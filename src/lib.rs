@@ -41,6 +41,7 @@ mod error;
 mod operation;
 mod owner;
 pub mod prelude;
+mod scheduled;
 mod service_context;
 mod shutdown_deadline;
 mod shutdown_report;
@@ -56,6 +57,11 @@ pub use operation::{
     OperationWaitPolicy,
 };
 pub use owner::{RuntimeOwner, RuntimeOwnerPlan};
+pub use scheduled::{
+    MissedTickPolicy, ScheduleMode, ScheduledExecutionPolicy, ScheduledTaskConcurrency,
+    ScheduledTaskConfig, ScheduledTaskControl, ScheduledTaskGroup, ScheduledTaskObserver,
+    ScheduledTaskRegistrationOutcome, ScheduledTaskSnapshot,
+};
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;

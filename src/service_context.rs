@@ -229,5 +229,14 @@ impl ChildServiceContext {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
     }
 
+    /// A scheduler over a new child component named `scope`: its drivers
+    /// and runs are tasks of that child (see [`ScheduledTaskGroup`]). Like
+    /// [`component`](Self::component), a scope that no longer admits
+    /// children yields a closed scheduler whose registrations fail.
+    #[track_caller]
+    pub fn scheduled_tasks(&self, scope: impl Into<ScopeId>) -> crate::ScheduledTaskGroup {
+        crate::ScheduledTaskGroup::new(self.component(scope).task_group().clone())
+    }
+
     crate::task_spawner::delegate_spawns!(group);
 }

@@ -1,0 +1,195 @@
+//! The one schedule driver. Every mode runs this code; the mode only decides
+//! whether a tick runs its work inline (fixed delay) or reserves runs as
+//! separate tasks (fixed rate), and how the next tick is computed.
+//!
+//! Fixed delay (`D` = run, `p` = period, `i` = initial delay):
+//!
+//! ```text
+//! time  0    i        i+d      i+d+p     i+d+p+d ...
+//!       |----|DDDDDDDD|---p----|DDDDDDDD|---p----
+//! ```
+//!
+//! Fixed rate keeps the absolute grid `i + k·p`. A tick that fires late by
+//! `overdue` stands for `missed = 1 + floor(overdue / p)` ticks; runs start
+//! while run slots are free, the rest go to the missed-tick policy (skipped,
+//! or pending up to its limit), and the next tick is the previous expected
+//! tick `+ missed·p`. Pending runs start as slots free: the driver wakes on
+//! every run settlement while it has pending runs.
+//!
+//! ```text
+//! period 10, runs take 23, serial, CoalesceLatest:
+//! ticks   0    10    20    30    40    50
+//! runs    [0..23)[23..46)[46..69)        (a pending run starts when a slot frees)
+//! pending      1     1(+1 skip) 1   1(+1 skip) 1
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::RuntimeResult;
+use crate::loom::Arc;
+use crate::operation::OperationContext;
+use crate::scheduled::config::{ScheduleMode, ScheduledTaskControl};
+use crate::scheduled::metrics::Schedule;
+use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
+
+/// One run's future, type-erased at registration (one allocation per run).
+pub(crate) type RunFuture = Pin<Box<dyn Future<Output = ScheduledTaskControl> + Send>>;
+/// The registered work: makes one run future per call.
+pub(crate) type RunFactory = Box<dyn FnMut() -> RunFuture + Send>;
+
+/// Where a schedule's separate runs go: its group, as plain tracked tasks
+/// or as tasks of its operation.
+#[derive(Debug)]
+pub(crate) struct RunSpawner {
+    pub(crate) group: TaskGroup,
+    pub(crate) operation: Option<OperationContext>,
+    pub(crate) name: TaskName,
+}
+
+impl RunSpawner {
+    /// Spawns a task of this schedule (a driver or a run).
+    pub(crate) fn spawn<F>(
+        &self,
+        name: TaskName,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match &self.operation {
+            None => self.group.spawn(name, kind, future),
+            Some(operation) => {
+                self.group
+                    .spawn_operation(&operation.with_task_kind(kind), name, future)
+            }
+        }
+    }
+}
+
+/// The driver of one schedule.
+pub(crate) struct Driver {
+    schedule: Arc<Schedule>,
+    runs: RunSpawner,
+    make_run: RunFactory,
+}
+
+impl Driver {
+    pub(crate) fn new(schedule: Arc<Schedule>, runs: RunSpawner, make_run: RunFactory) -> Self {
+        Self {
+            schedule,
+            runs,
+            make_run,
+        }
+    }
+
+    /// Runs the schedule until it stops: group cancellation (while waiting
+    /// for a tick), a controlled `Stop`, or, for an operation-bound
+    /// schedule, the operation's task wrapper dropping this future.
+    pub(crate) async fn drive(mut self) {
+        let schedule = Arc::clone(&self.schedule);
+        let _running = schedule.driver_running();
+        let config = &schedule.config;
+        let period = config.period;
+        let pending_limit = schedule.policy.missed_ticks.pending_limit();
+        let cancelled = self.runs.group.cancellation_token();
+        let mut expected = Instant::now() + config.initial_delay;
+        let mut pending = 0usize;
+        loop {
+            // Wait for the tick; start pending runs as slots free.
+            loop {
+                while pending > 0 && schedule.has_free_slot() {
+                    pending -= 1;
+                    self.start_run();
+                }
+                let settled = schedule.run_settled.notified();
+                tokio::select! {
+                    biased;
+                    () = cancelled.cancelled() => return,
+                    () = tokio::time::sleep_until(expected) => break,
+                    () = settled, if pending > 0 => {}
+                }
+            }
+            let fired = Instant::now();
+            let overdue = fired.saturating_duration_since(expected);
+            schedule.record_drift(overdue);
+            if config.mode == ScheduleMode::FixedDelay {
+                let mut ticket = schedule.reserve();
+                ticket.start();
+                let run = (self.make_run)();
+                match bounded(run, config.max_run_time).await {
+                    Some(control) => {
+                        ticket.complete();
+                        if control == ScheduledTaskControl::Stop {
+                            return;
+                        }
+                    }
+                    // Timed out: the run's future is dropped, a failure.
+                    None => drop(ticket),
+                }
+                expected = Instant::now() + period;
+                continue;
+            }
+            let missed = 1 + overdue.as_nanos() / period.as_nanos();
+            let mut remaining = missed;
+            while remaining > 0 && pending == 0 && schedule.has_free_slot() {
+                remaining -= 1;
+                self.start_run();
+            }
+            let queued = remaining.min(pending_limit.saturating_sub(pending) as u128);
+            pending += queued as usize;
+            schedule.record_skips(u64::try_from(remaining - queued).unwrap_or(u64::MAX));
+            expected = advance(expected, period, missed);
+        }
+    }
+
+    /// Reserves and spawns one separate run; a run that cannot be spawned
+    /// settles as a failure (its ticket is dropped with it).
+    fn start_run(&mut self) {
+        let mut ticket = self.schedule.reserve();
+        let run = (self.make_run)();
+        let limit = self.schedule.config.max_run_time;
+        let future = async move {
+            ticket.start();
+            if bounded(run, limit).await.is_some() {
+                ticket.complete();
+            }
+        };
+        let _ = self
+            .runs
+            .spawn(self.runs.name.clone(), TaskKind::ScheduledRun, future);
+    }
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("schedule", &self.schedule.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `run`, dropping it after `limit`; `None` on timeout.
+async fn bounded(run: RunFuture, limit: Option<Duration>) -> Option<ScheduledTaskControl> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+        None => Some(run.await),
+    }
+}
+
+/// `expected + missed·period`. The step is at most `overdue + period`, so
+/// it stays close to the current time; `expected` itself is returned only
+/// if the clock could not represent it.
+fn advance(expected: Instant, period: Duration, missed: u128) -> Instant {
+    let step = period
+        .as_nanos()
+        .saturating_mul(missed)
+        .min(u128::from(u64::MAX));
+    expected
+        .checked_add(Duration::from_nanos(step as u64))
+        .unwrap_or(expected)
+}

@@ -45,7 +45,9 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
-use support::{mean_ns, median, on_worker, quantile, quick_mode, runtime, write_measurements};
+use support::{
+    mean_ns, median, on_worker, paired_median, quantile, quick_mode, runtime, write_measurements,
+};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -147,33 +149,18 @@ fn bench_operation_task(c: &mut Criterion) {
 fn paired_operation_task(tracked: TaskPath) -> Value {
     let rt = runtime();
     let group = harness_group(&rt, "paired");
-    let (ratios, tracked_ns, raw_ns) = on_worker(&rt, async move {
-        TaskPath::Raw.run(TASKS, group.clone()).await;
-        tracked.run(TASKS, group.clone()).await;
-        let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
-        let mut tracked_ns = Vec::with_capacity(PAIRED_ROUNDS);
-        let mut raw_ns = Vec::with_capacity(PAIRED_ROUNDS);
-        for round in 0..PAIRED_ROUNDS {
-            let (t, r) = if round % 2 == 0 {
-                let r = TaskPath::Raw.run(TASKS, group.clone()).await;
-                (tracked.run(TASKS, group.clone()).await, r)
-            } else {
-                let t = tracked.run(TASKS, group.clone()).await;
-                (t, TaskPath::Raw.run(TASKS, group.clone()).await)
-            };
-            ratios.push(t.as_secs_f64() / r.as_secs_f64().max(f64::MIN_POSITIVE));
-            tracked_ns.push(t.as_nanos() as f64);
-            raw_ns.push(r.as_nanos() as f64);
-        }
-        (ratios, tracked_ns, raw_ns)
-    });
-    let (mut ratios, mut tracked_ns, mut raw_ns) = (ratios, tracked_ns, raw_ns);
+    let side = |path: TaskPath| {
+        let group = group.clone();
+        on_worker(&rt, async move { path.run(TASKS, group).await })
+    };
+    let (ratio, tracked_ns, raw_ns) =
+        paired_median(PAIRED_ROUNDS, || side(tracked), || side(TaskPath::Raw));
     json!({
         "key": format!("{OPERATION_TASK}/{TASKS}: {} / {RAW_SPAWN}", tracked.function()),
-        "median_ratio": median(&mut ratios),
+        "median_ratio": ratio,
         "rounds": PAIRED_ROUNDS,
-        "tracked_median_ns": median(&mut tracked_ns),
-        "raw_median_ns": median(&mut raw_ns),
+        "tracked_median_ns": tracked_ns,
+        "raw_median_ns": raw_ns,
     })
 }
 

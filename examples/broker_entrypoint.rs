@@ -1,7 +1,8 @@
 //! A broker-style entrypoint: the main job of this crate's README.
 //!
 //! It owns the runtime, derives a `broker` component from the sealed root,
-//! runs a heartbeat service and a request worker (one `OperationContext`
+//! runs scheduled maintenance (a fixed-rate heartbeat, a fixed-delay flush)
+//! and a request worker (one `OperationContext`
 //! per simulated request, drained on shutdown) until Ctrl-C, SIGTERM or
 //! `--run-for <seconds>`, then shuts down within one deadline, prints the
 //! shutdown report as JSON and exits non-zero if the report is unhealthy.
@@ -98,21 +99,32 @@ async fn wait_for_stop(run_for: Option<Duration>) -> std::io::Result<Stop> {
 fn start_broker(
     broker: &ChildServiceContext,
 ) -> Result<Arc<AtomicU64>, Box<dyn std::error::Error>> {
+    // Periodic maintenance is scheduled, not hand-written: a fixed-rate
+    // heartbeat on an absolute 500 ms grid and a fixed-delay flush that
+    // waits 1 s after each completed flush. Both stop when the broker is
+    // cancelled and are reported with its group.
+    let maintenance = broker.scheduled_tasks("maintenance");
     let beats = Arc::new(AtomicU64::new(0));
-    let cancellation = broker.task_group().cancellation_token();
     let heartbeat_beats = Arc::clone(&beats);
-    broker.spawn_service("heartbeat", async move {
-        let mut interval = tokio::time::interval(Duration::from_millis(500));
-        loop {
-            tokio::select! {
-                () = cancellation.cancelled() => break,
-                _ = interval.tick() => {
-                    heartbeat_beats.fetch_add(1, Ordering::Relaxed);
-                }
+    maintenance.schedule(
+        ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", Duration::from_millis(500)),
+        ScheduledExecutionPolicy::default(),
+        move || {
+            let beats = Arc::clone(&heartbeat_beats);
+            async move {
+                beats.fetch_add(1, Ordering::Relaxed);
             }
-        }
-        // Ordered cleanup would go here: flush, deregister, ...
-    })?;
+        },
+    )?;
+    maintenance.schedule(
+        ScheduledTaskConfig::fixed_delay("flush-offsets", Duration::from_secs(1))
+            .with_max_run_time(Duration::from_millis(200)),
+        ScheduledExecutionPolicy::default(),
+        || async {
+            // A simulated flush of consumer offsets.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        },
+    )?;
 
     // A worker component fed through a channel. Each request runs as a
     // draining task of its own `OperationContext` (no task group per

@@ -2,6 +2,6 @@
 
 pub use crate::{
     ChildServiceContext, OperationContext, OperationOutcome, OperationWaitOutcome,
-    OperationWaitPolicy, RootServiceContext, RuntimeConfig, RuntimeOwner, ShutdownDeadline,
-    ShutdownReport, TaskGroup, TaskKind,
+    OperationWaitPolicy, RootServiceContext, RuntimeConfig, RuntimeOwner, ScheduledExecutionPolicy,
+    ScheduledTaskConfig, ScheduledTaskGroup, ShutdownDeadline, ShutdownReport, TaskGroup, TaskKind,
 };

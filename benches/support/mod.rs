@@ -51,10 +51,20 @@ pub fn criterion_dir() -> PathBuf {
 /// The mean (ns) Criterion estimated for one benchmark during this run, if
 /// its `new/estimates.json` was written after `run_started`.
 pub fn mean_ns(group: &str, function: &str, size: usize, run_started: SystemTime) -> Option<f64> {
+    mean_ns_of(group, function, &size.to_string(), run_started)
+}
+
+/// [`mean_ns`] for a benchmark whose parameter is any label.
+pub fn mean_ns_of(
+    group: &str,
+    function: &str,
+    parameter: &str,
+    run_started: SystemTime,
+) -> Option<f64> {
     let path = criterion_dir()
         .join(group)
         .join(function)
-        .join(size.to_string())
+        .join(parameter)
         .join("new")
         .join("estimates.json");
     let written = std::fs::metadata(&path).ok()?.modified().ok()?;
@@ -102,4 +112,38 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
     let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Paired comparison: runs `tracked` and `baseline` alternately for
+/// `rounds` rounds (the order flips every round, after one warm-up of each)
+/// and returns the median per-round `tracked / baseline` ratio with the
+/// median time of each side (ns). Machine drift hits both sides of a pair
+/// alike.
+pub fn paired_median(
+    rounds: usize,
+    mut tracked: impl FnMut() -> Duration,
+    mut baseline: impl FnMut() -> Duration,
+) -> (f64, f64, f64) {
+    tracked();
+    baseline();
+    let mut ratios = Vec::with_capacity(rounds);
+    let mut tracked_ns = Vec::with_capacity(rounds);
+    let mut baseline_ns = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let (t, b) = if round % 2 == 0 {
+            let b = baseline();
+            (tracked(), b)
+        } else {
+            let t = tracked();
+            (t, baseline())
+        };
+        ratios.push(t.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE));
+        tracked_ns.push(t.as_nanos() as f64);
+        baseline_ns.push(b.as_nanos() as f64);
+    }
+    (
+        median(&mut ratios),
+        median(&mut tracked_ns),
+        median(&mut baseline_ns),
+    )
 }

@@ -41,6 +41,7 @@ const DRIFT_TICKS: u32 = 100;
 const ONE: NonZeroUsize = NonZeroUsize::MIN;
 
 #[derive(Debug, Clone, Copy)]
+#[allow(clippy::enum_variant_names)] // named after the three `ScheduleMode`s
 enum Mode {
     FixedDelay,
     FixedRateNoOverlap,

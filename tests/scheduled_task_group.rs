@@ -101,6 +101,27 @@ fn scheduler(name: &'static str) -> (rocketmq_runtime::RuntimeContext, Scheduled
     (harness, scheduler)
 }
 
+/// A fixed-rate-without-overlap schedule with `policy`, period 10, runs of
+/// 23, observed until `at` ms: the run starts and the snapshot.
+async fn serial_fixed_rate(
+    policy: ScheduledExecutionPolicy,
+    at: u64,
+) -> (Vec<u64>, ScheduledTaskSnapshot) {
+    let (_harness, scheduler) = scheduler("maintenance");
+    let recorder = Recorder::new();
+    let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
+    scheduler
+        .schedule(config, policy, recorder.task(ms(23)))
+        .expect("registered");
+    until(&recorder, at).await;
+    assert_eq!(
+        recorder.max_active.load(Ordering::SeqCst),
+        1,
+        "never overlaps"
+    );
+    (recorder.starts(), only(&scheduler))
+}
+
 /// Fixed delay, period 10, runs of 3:
 ///
 /// ```text
@@ -194,24 +215,12 @@ async fn controlled_stop_ends_the_schedule_as_one_completed_run() {
 /// ```
 #[tokio::test(start_paused = true)]
 async fn fixed_rate_no_overlap_skips_busy_ticks() {
-    let (_harness, scheduler) = scheduler("maintenance");
-    let recorder = Recorder::new();
-    let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
-    scheduler
-        .schedule(
-            config,
-            ScheduledExecutionPolicy::default(),
-            recorder.task(ms(23)),
-        )
-        .expect("registered");
-    until(&recorder, 65).await;
-    assert_eq!(recorder.starts(), [0, 30, 60]);
-    let snapshot = only(&scheduler);
+    let (starts, snapshot) = serial_fixed_rate(ScheduledExecutionPolicy::default(), 65).await;
+    assert_eq!(starts, [0, 30, 60]);
     assert_eq!(
         (snapshot.runs, snapshot.skips, snapshot.overlaps),
         (2, 4, 0)
     );
-    assert_eq!(recorder.max_active.load(Ordering::SeqCst), 1);
 }
 
 /// serial(CoalesceLatest), period 10, runs of 23: one pending run; a
@@ -224,16 +233,9 @@ async fn fixed_rate_no_overlap_skips_busy_ticks() {
 /// ```
 #[tokio::test(start_paused = true)]
 async fn coalesce_latest_keeps_one_pending_run() {
-    let (_harness, scheduler) = scheduler("maintenance");
-    let recorder = Recorder::new();
-    let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
     let policy = ScheduledExecutionPolicy::serial(MissedTickPolicy::CoalesceLatest);
-    scheduler
-        .schedule(config, policy, recorder.task(ms(23)))
-        .expect("registered");
-    until(&recorder, 75).await;
-    assert_eq!(recorder.starts(), [0, 23, 46, 69]);
-    let snapshot = only(&scheduler);
+    let (starts, snapshot) = serial_fixed_rate(policy, 75).await;
+    assert_eq!(starts, [0, 23, 46, 69]);
     assert_eq!(
         (snapshot.runs, snapshot.skips, snapshot.overlaps),
         (3, 3, 0)
@@ -249,16 +251,9 @@ async fn coalesce_latest_keeps_one_pending_run() {
 /// ```
 #[tokio::test(start_paused = true)]
 async fn bounded_catch_up_keeps_up_to_n_pending_runs() {
-    let (_harness, scheduler) = scheduler("maintenance");
-    let recorder = Recorder::new();
-    let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
     let policy = ScheduledExecutionPolicy::serial(MissedTickPolicy::BoundedCatchUp(n(2)));
-    scheduler
-        .schedule(config, policy, recorder.task(ms(23)))
-        .expect("registered");
-    until(&recorder, 75).await;
-    assert_eq!(recorder.starts(), [0, 23, 46, 69]);
-    let snapshot = only(&scheduler);
+    let (starts, snapshot) = serial_fixed_rate(policy, 75).await;
+    assert_eq!(starts, [0, 23, 46, 69]);
     assert_eq!(
         (snapshot.runs, snapshot.skips, snapshot.overlaps),
         (3, 2, 0)

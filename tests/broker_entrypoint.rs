@@ -43,7 +43,29 @@ fn assert_healthy_report(stdout: &str) {
     assert_eq!(report["leaked"], 0);
     let broker = &report["children"][0];
     assert_eq!(broker["name"], "broker");
-    assert_eq!(broker["completed"], 1, "the heartbeat finished its cleanup");
+    assert_eq!(
+        broker["cancelled"], 1,
+        "the request source was dropped at cancellation"
+    );
+    let child = |name: &str| {
+        broker["children"]
+            .as_array()
+            .and_then(|children| children.iter().find(|child| child["name"] == name))
+            .unwrap_or_else(|| panic!("no {name} component in {broker}"))
+            .clone()
+    };
+    let maintenance = child("maintenance");
+    assert!(
+        maintenance["completed"].as_u64() >= Some(2),
+        "both schedule drivers ended at cancellation: {maintenance}"
+    );
+    assert_eq!(maintenance["aborted"], 0);
+    let worker = child("request-worker");
+    assert!(
+        worker["completed"].as_u64() >= Some(1),
+        "the request worker drained and returned: {worker}"
+    );
+    assert_eq!(worker["aborted"], 0);
 }
 
 #[test]

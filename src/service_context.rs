@@ -230,7 +230,7 @@ impl ChildServiceContext {
     }
 
     /// A scheduler over a new child component named `scope`: its drivers
-    /// and runs are tasks of that child (see [`ScheduledTaskGroup`]). Like
+    /// and runs are tasks of that child (see [`ScheduledTaskGroup`](crate::ScheduledTaskGroup)). Like
     /// [`component`](Self::component), a scope that no longer admits
     /// children yields a closed scheduler whose registrations fail.
     #[track_caller]

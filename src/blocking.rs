@@ -4,6 +4,9 @@
 //! blocking-lanes issue; this module already carries the value types that the
 //! configuration and the shutdown report need.
 
+pub(crate) mod admission;
+#[cfg(all(test, loom))]
+mod tests;
 mod diagnostics;
 mod policy;
 

@@ -1,0 +1,3 @@
+//! Loom models of blocking admission (run with `--cfg loom`).
+
+mod loom_admission;

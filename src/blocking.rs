@@ -1,14 +1,20 @@
-//! Blocking work: lane identity, policies and snapshots.
+//! Blocking work: managed lanes, isolated executors, policies and snapshots.
 //!
-//! The managed lanes themselves (admission, execution) arrive with the
-//! blocking-lanes issue; this module already carries the value types that the
-//! configuration and the shutdown report need.
+//! | State | Owner |
+//! | --- | --- |
+//! | global capacity, lane counts, reservations, FIFO waiters | [`admission`] (`AdmissionBudget`) |
+//! | queued/running/abandoned records, rejection count | [`table`] (`BlockingTable`) |
+//! | submission phases, the closure wrapper, isolated shutdown | [`executor`] (`BlockingExecutor`) |
 
 pub(crate) mod admission;
+mod diagnostics;
+mod executor;
+mod policy;
+pub(crate) mod table;
 #[cfg(all(test, loom))]
 mod tests;
-mod diagnostics;
-mod policy;
 
 pub use diagnostics::*;
+pub use executor::BlockingExecutor;
+pub(crate) use executor::ManagedBlocking;
 pub use policy::*;

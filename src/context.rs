@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 
+use crate::config::RuntimeConfig;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::service_context::{ChildServiceContext, ContextShared, ScopeId};
 use crate::shutdown_deadline::ShutdownDeadline;
@@ -35,10 +36,9 @@ impl RuntimeContext {
     pub fn try_from_current(name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
         let handle = Handle::try_current()
             .map_err(|_| RuntimeError::context_unavailable(RuntimeOperation::RuntimeContext))?;
-        Ok(Self {
-            root: TaskGroup::new_root(name, handle),
-            shared: ContextShared::new(),
-        })
+        let root = TaskGroup::new_root(name, handle);
+        let shared = ContextShared::new(&root, &RuntimeConfig::default());
+        Ok(Self { root, shared })
     }
 
     /// Like [`try_from_current`](Self::try_from_current).

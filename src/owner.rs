@@ -102,7 +102,8 @@ impl RuntimeOwnerPlan {
             .build()
             .map_err(|error| RuntimeError::build(RuntimeOperation::BuildTokioRuntime, error))?;
         let group = TaskGroup::new_root(config.thread_name.as_str(), runtime.handle().clone());
-        let root = RootServiceContext::new(group, ContextShared::new());
+        let shared = ContextShared::new(&group, &config);
+        let root = RootServiceContext::new(group, shared);
         Ok(RuntimeOwner {
             runtime: Some(runtime),
             root,

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::blocking::ManagedBlocking;
+use crate::config::RuntimeConfig;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
 use crate::task_group::TaskGroup;
@@ -84,13 +86,26 @@ static NEXT_RUNTIME_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 #[derive(Debug)]
 pub(crate) struct ContextShared {
     runtime_id: Arc<str>,
+    /// The managed blocking lanes (one admission budget per owner).
+    blocking: Arc<ManagedBlocking>,
 }
 
 impl ContextShared {
-    pub(crate) fn new() -> Arc<Self> {
+    /// The shared state of the context tree rooted at `root`, with managed
+    /// lanes over `max_blocking_threads` slots. The lanes' tables are
+    /// registered with the root's tree for its shutdown report.
+    pub(crate) fn new(root: &TaskGroup, config: &RuntimeConfig) -> Arc<Self> {
         let n = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let blocking = ManagedBlocking::new(
+            config.max_blocking_threads,
+            config.blocking_lane_policies.clone(),
+        );
+        for table in blocking.tables() {
+            root.register_blocking(table);
+        }
         Arc::new(Self {
             runtime_id: format!("rocketmq-runtime-{n}").into(),
+            blocking,
         })
     }
 
@@ -227,6 +242,32 @@ impl ChildServiceContext {
     #[track_caller]
     pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<Self> {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
+    }
+
+    /// The managed `StorageIo` lane, scoped to this context: short storage
+    /// and filesystem operations. All lanes of an owner share one global
+    /// admission budget (`RuntimeConfig::max_blocking_threads`); work is
+    /// refused once this context's group closes or is cancelled.
+    pub fn storage_io(&self) -> crate::BlockingExecutor {
+        self.shared
+            .blocking
+            .executor(crate::BlockingLane::StorageIo, &self.group)
+    }
+
+    /// The managed `MetadataIo` lane, scoped to this context: metadata
+    /// persistence (see [`storage_io`](Self::storage_io)).
+    pub fn metadata_io(&self) -> crate::BlockingExecutor {
+        self.shared
+            .blocking
+            .executor(crate::BlockingLane::MetadataIo, &self.group)
+    }
+
+    /// The managed `CpuCrypto` lane, scoped to this context: bounded CPU or
+    /// cryptographic work (see [`storage_io`](Self::storage_io)).
+    pub fn cpu_crypto(&self) -> crate::BlockingExecutor {
+        self.shared
+            .blocking
+            .executor(crate::BlockingLane::CpuCrypto, &self.group)
     }
 
     /// A scheduler over a new child component named `scope`: its drivers

@@ -101,7 +101,7 @@ impl ShutdownDeadline {
 }
 
 /// `base + offset`, or the latest representable horizon when that overflows.
-fn saturating_add(base: Instant, offset: Duration) -> Instant {
+pub(crate) fn saturating_add(base: Instant, offset: Duration) -> Instant {
     if let Some(deadline) = base.checked_add(offset) {
         return deadline;
     }

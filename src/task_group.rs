@@ -37,8 +37,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use identity::*;
 
+use crate::blocking::table::BlockingTable;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, Weak};
 use crate::shutdown_report::ShutdownReport;
 use shutdown::LocalSettlement;
 use state::{Gate, Refusal, COMPLETED, OPEN};
@@ -50,6 +51,9 @@ pub(crate) struct TreeShared {
     poisoned_groups: AtomicU64,
     closed_component_requests: AtomicU64,
     closed_component_logged: AtomicBool,
+    /// Blocking tables whose running closures count in the tree owner's
+    /// shutdown report (the managed lanes and every isolated executor).
+    blocking: Mutex<Vec<Weak<BlockingTable>>>,
 }
 
 impl TreeShared {
@@ -59,11 +63,35 @@ impl TreeShared {
             poisoned_groups: AtomicU64::new(0),
             closed_component_requests: AtomicU64::new(0),
             closed_component_logged: AtomicBool::new(false),
+            blocking: Mutex::new(Vec::new()),
         })
     }
 
     pub(crate) fn handle(&self) -> &Handle {
         &self.handle
+    }
+
+    /// Registers a blocking table (dropped tables are pruned here).
+    fn register_blocking(&self, table: &Arc<BlockingTable>) {
+        let mut tables = self.blocking.lock();
+        tables.retain(|table| table.strong_count() > 0);
+        tables.push(Arc::downgrade(table));
+    }
+
+    /// Merges the blocking evidence of every live table into `report`.
+    pub(crate) fn merge_blocking(&self, report: &mut ShutdownReport) {
+        let tables: Vec<_> = self
+            .blocking
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for table in tables {
+            let snapshot = table.snapshot();
+            if snapshot.blocking_still_running > 0 {
+                report.merge_blocking(snapshot);
+            }
+        }
     }
 }
 
@@ -264,6 +292,18 @@ impl TaskGroup {
     /// This group's process-unique id.
     pub fn id(&self) -> TaskGroupId {
         self.inner.id
+    }
+
+    /// The owner runtime's handle (where this tree's tasks and blocking
+    /// closures run).
+    pub(crate) fn runtime_handle(&self) -> &Handle {
+        self.inner.tree.handle()
+    }
+
+    /// Registers a blocking table with this group's tree, so its running
+    /// closures count in the tree owner's shutdown report.
+    pub(crate) fn register_blocking(&self, table: &Arc<BlockingTable>) {
+        self.inner.tree.register_blocking(table);
     }
 
     /// The parent group's id, if this is not a root.

@@ -112,7 +112,11 @@ impl AdmissionState {
                     continue;
                 }
                 // Lanes below their reservation first, then arrival order.
-                let key = (state.running >= state.limits.reservation, front.arrival, lane);
+                let key = (
+                    state.running >= state.limits.reservation,
+                    front.arrival,
+                    lane,
+                );
                 if best.is_none_or(|current| key < current) {
                     best = Some(key);
                 }
@@ -241,10 +245,6 @@ impl AdmissionBudget {
         })
     }
 
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Admits a closure of `lane` at once, queues it, or refuses it.
     pub(crate) fn admit(self: &Arc<Self>, lane: usize) -> Admission {
         let mut state = self.state.lock();
@@ -351,7 +351,10 @@ mod tests {
     }
 
     fn is_granted(queued: &QueuedAdmission) -> bool {
-        queued.waiter.as_ref().is_some_and(|waiter| waiter.is_granted())
+        queued
+            .waiter
+            .as_ref()
+            .is_some_and(|waiter| waiter.is_granted())
     }
 
     #[test]
@@ -361,7 +364,10 @@ mod tests {
         let mut second = queued(budget.admit(0));
         let mut third = queued(budget.admit(0));
         drop(first);
-        assert!(is_granted(&second) && !is_granted(&third), "one release, one grant, in order");
+        assert!(
+            is_granted(&second) && !is_granted(&third),
+            "one release, one grant, in order"
+        );
         let second = second.try_claim().expect("granted");
         assert_eq!(budget.counts(0).global_running, 1);
         drop(second);
@@ -398,7 +404,10 @@ mod tests {
         let borrower = queued(budget.admit(0));
         let reserved = queued(budget.admit(1));
         drop(a);
-        assert!(is_granted(&reserved), "the lane below its reservation first");
+        assert!(
+            is_granted(&reserved),
+            "the lane below its reservation first"
+        );
         assert!(!is_granted(&borrower));
         // While lane 1 waits below its reservation, lane 0 cannot borrow the
         // slot it protects.
@@ -415,8 +424,7 @@ mod tests {
     fn a_protected_reservation_is_not_borrowed() {
         // Capacity 3, three lanes with reservation 1. Lane 0 borrows two
         // slots, lane 1 holds one; lane 2 then waits (no free slot).
-        let budget =
-            AdmissionBudget::new(3, &[limits(3, 1, 4), limits(3, 1, 4), limits(3, 1, 4)]);
+        let budget = AdmissionBudget::new(3, &[limits(3, 1, 4), limits(3, 1, 4), limits(3, 1, 4)]);
         let a = running(budget.admit(0));
         let _b = running(budget.admit(0));
         let c = running(budget.admit(1));
@@ -434,11 +442,13 @@ mod tests {
         let lane1 = queued(budget.admit(1));
         drop(a);
         assert!(is_granted(&lane1), "the freed slot goes to the owed lane");
-        assert!(matches!(budget.admit(0), Admission::Queued(_)), "no free slot left");
+        assert!(
+            matches!(budget.admit(0), Admission::Queued(_)),
+            "no free slot left"
+        );
         // Two lanes below their reservation waiting for one slot: the
         // earlier arrival gets it (no mutual protection deadlock).
-        let budget =
-            AdmissionBudget::new(2, &[limits(2, 1, 4), limits(1, 1, 4), limits(1, 1, 4)]);
+        let budget = AdmissionBudget::new(2, &[limits(2, 1, 4), limits(1, 1, 4), limits(1, 1, 4)]);
         let x = running(budget.admit(0));
         let _y = running(budget.admit(0));
         let first = queued(budget.admit(1));

@@ -139,3 +139,15 @@ pub struct BlockingExecutorSnapshot {
     /// Per-submission details, including task names.
     pub tasks: Vec<BlockingTaskSnapshot>,
 }
+
+/// The result of [`BlockingExecutor::shutdown_until`](crate::BlockingExecutor::shutdown_until).
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockingExecutorShutdownReport {
+    /// True when nothing was owned any more at the end of the wait.
+    pub completed: bool,
+    /// Submissions and closures still owned (queued, running, or abandoned
+    /// but still running); the shutdown can be retried.
+    pub pending_operations: usize,
+    /// The executor's snapshot when the wait ended.
+    pub snapshot: BlockingExecutorSnapshot,
+}

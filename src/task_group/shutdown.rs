@@ -258,7 +258,15 @@ fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
 fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
     let settlement = root.settle_local(started.elapsed());
     root.report
-        .get_or_init(|| build_report(&settlement))
+        .get_or_init(|| {
+            let mut report = build_report(&settlement);
+            // The tree owner's report carries the blocking evidence of the
+            // managed lanes and every isolated executor of the tree.
+            if root.parent.is_none() {
+                root.tree.merge_blocking(&mut report);
+            }
+            report
+        })
         .clone()
 }
 

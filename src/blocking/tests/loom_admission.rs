@@ -69,7 +69,10 @@ fn loom_release_races_a_timeout_and_a_waiter() {
         waiting.join().expect("waiting submitter");
         for lane in 0..2 {
             let counts = budget.counts(lane);
-            assert_eq!((counts.global_running, counts.lane_running, counts.queued), (0, 0, 0));
+            assert_eq!(
+                (counts.global_running, counts.lane_running, counts.queued),
+                (0, 0, 0)
+            );
         }
     });
 }

@@ -1,0 +1,595 @@
+//! `BlockingExecutor`: submission, the phases of a blocking call, and the
+//! closure wrapper that keeps capacity until the closure exits.
+//!
+//! A submission goes through:
+//!
+//! 1. refusal checks: `LongRunning` (`Unsupported`), a closed scope or a
+//!    stopped isolated executor (`Closed`);
+//! 2. the queue phase: a record is inserted (`Queued`), then admission
+//!    either runs it at once, queues it (FIFO per lane, bounded by
+//!    `min(submit + queue_timeout, operation deadline)`, woken early by a
+//!    closing scope), or refuses it (full queue: `CapacityExhausted`). A
+//!    submission that leaves the queue removes its record;
+//! 3. the start: past the operation deadline the closure never runs
+//!    (`TimedOut`); otherwise the record turns `Running` and a
+//!    [`BlockingJob`] carrying the closure, the admission permit and the
+//!    record guard goes to the owner runtime's blocking pool;
+//! 4. the caller phase, bounded by `min(start + task_timeout, operation
+//!    deadline)`: on timeout, or if the caller's future is dropped, the
+//!    record turns `TimedOutStillRunning`. The permit and the record stay
+//!    with the closure: they are released only when it exits, in the
+//!    order user captures → permit → record (also on panic, and when Tokio
+//!    discards a closure that never started).
+
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::blocking::admission::{Admission, AdmissionBudget, AdmissionPermit, LaneLimits};
+use crate::blocking::table::{BlockingTable, RecordGuard};
+use crate::blocking::{
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingLanePolicies, BlockingPoolPolicy,
+    BlockingTaskState,
+};
+use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::Arc;
+use crate::shutdown_deadline::saturating_add;
+use crate::task_group::submission::notified_until;
+use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+use crate::ShutdownDeadline;
+
+/// Results larger than this travel boxed from the blocking thread.
+const INLINE_RESULT_LIMIT: usize = 16 * 1024;
+
+/// The managed lanes of one owner: one admission budget, one table per lane.
+#[derive(Debug)]
+pub(crate) struct ManagedBlocking {
+    policies: BlockingLanePolicies,
+    tables: [Arc<BlockingTable>; 3],
+}
+
+impl ManagedBlocking {
+    /// Lanes over `capacity` global slots; each lane reserves one slot.
+    pub(crate) fn new(capacity: usize, policies: BlockingLanePolicies) -> Arc<Self> {
+        let lane_policies = BlockingLane::ALL.map(|lane| lane_policy(&policies, lane).clone());
+        let limits = lane_policies.clone().map(|policy| LaneLimits {
+            ceiling: policy.max_concurrency,
+            reservation: 1,
+            max_queue_depth: policy.max_queue_depth,
+        });
+        let budget = AdmissionBudget::new(capacity, &limits);
+        let mut index = 0;
+        let tables = lane_policies.map(|policy| {
+            let table = BlockingTable::new(
+                &policy,
+                BlockingLane::ALL[index],
+                index,
+                Arc::clone(&budget),
+            );
+            index += 1;
+            table
+        });
+        Arc::new(Self { policies, tables })
+    }
+
+    /// The lane tables (registered with the tree for shutdown reports).
+    pub(crate) fn tables(&self) -> &[Arc<BlockingTable>; 3] {
+        &self.tables
+    }
+
+    /// An executor of `lane` scoped to `scope`.
+    pub(crate) fn executor(&self, lane: BlockingLane, scope: &TaskGroup) -> BlockingExecutor {
+        let index = lane_index(lane);
+        BlockingExecutor {
+            inner: Arc::new(ExecutorInner {
+                policy: lane_policy(&self.policies, lane).clone(),
+                table: Arc::clone(&self.tables[index]),
+                scope: scope.clone(),
+                handle: scope.runtime_handle().clone(),
+                isolated: None,
+            }),
+        }
+    }
+}
+
+fn lane_index(lane: BlockingLane) -> usize {
+    match lane {
+        BlockingLane::StorageIo => 0,
+        BlockingLane::MetadataIo => 1,
+        BlockingLane::CpuCrypto => 2,
+    }
+}
+
+fn lane_policy(policies: &BlockingLanePolicies, lane: BlockingLane) -> &BlockingPoolPolicy {
+    match lane {
+        BlockingLane::StorageIo => &policies.storage_io,
+        BlockingLane::MetadataIo => &policies.metadata_io,
+        BlockingLane::CpuCrypto => &policies.cpu_crypto,
+    }
+}
+
+/// What an isolated executor has that a managed lane does not.
+#[derive(Debug)]
+struct Isolated {
+    /// Cancelled by `stop_admission` (shared by the executor's clones).
+    stopped: CancellationToken,
+}
+
+#[derive(Debug)]
+struct ExecutorInner {
+    policy: BlockingPoolPolicy,
+    table: Arc<BlockingTable>,
+    scope: TaskGroup,
+    handle: Handle,
+    isolated: Option<Isolated>,
+}
+
+impl ExecutorInner {
+    /// Whether new work is admitted: the scope is open and not cancelled,
+    /// and an isolated executor was not stopped.
+    fn admits(&self) -> bool {
+        self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
+            && !self.scope.cancellation_token().is_cancelled()
+            && !self
+                .isolated
+                .as_ref()
+                .is_some_and(|isolated| isolated.stopped.is_cancelled())
+    }
+
+    /// Resolves when new work is no longer admitted.
+    async fn closed(&self) {
+        let scope = self.scope.cancellation_token();
+        match &self.isolated {
+            Some(isolated) => {
+                tokio::select! {
+                    () = scope.cancelled() => {}
+                    () = isolated.stopped.cancelled() => {}
+                }
+            }
+            None => scope.cancelled().await,
+        }
+    }
+}
+
+/// A bounded path for blocking work that keeps its capacity until the
+/// closure exits.
+///
+/// Managed lanes come from a context: [`storage_io`], [`metadata_io`] and
+/// [`cpu_crypto`] share one global admission budget of
+/// `RuntimeConfig::max_blocking_threads` per owner; each lane has its own
+/// ceiling (`max_concurrency`), queue bound (`max_queue_depth`) and a
+/// reservation of one slot. Clones share everything. An isolated executor
+/// ([`new_isolated`](Self::new_isolated)) has its own capacity and table.
+///
+/// Timeouts and cancellation never stop a running closure: it keeps its
+/// admission slot until it exits, and an abandoned one is reported as
+/// `TimedOutStillRunning` (and counts in the owner's shutdown report as
+/// `blocking_still_running`) until then. Closures always run on the owner
+/// runtime's blocking pool.
+///
+/// [`storage_io`]: crate::ChildServiceContext::storage_io
+/// [`metadata_io`]: crate::ChildServiceContext::metadata_io
+/// [`cpu_crypto`]: crate::ChildServiceContext::cpu_crypto
+///
+/// ```
+/// use rocketmq_runtime::RuntimeContext;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let harness = RuntimeContext::try_from_current("test").unwrap();
+/// let storage = harness.service_context("store").storage_io();
+/// let bytes = storage.spawn_io("read-index", || vec![0u8; 16].len()).await.unwrap();
+/// assert_eq!(bytes, 16);
+/// assert_eq!(storage.snapshot().blocking_still_running, 0);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct BlockingExecutor {
+    inner: Arc<ExecutorInner>,
+}
+
+impl BlockingExecutor {
+    /// An isolated executor (see [`new_isolated`](Self::new_isolated)).
+    ///
+    /// # Errors
+    ///
+    /// As [`new_isolated`](Self::new_isolated).
+    pub fn new(
+        policy: BlockingPoolPolicy,
+        owner_group: TaskGroup,
+    ) -> Result<Self, RuntimeContractViolation> {
+        Self::new_isolated(policy, owner_group)
+    }
+
+    /// An executor with its own capacity (`max_concurrency`, all of it
+    /// reserved) and task table, outside the managed lanes. Its scope is
+    /// `owner_group` (it refuses work once the group closes or is
+    /// cancelled) and its table is registered with the group's tree, so a
+    /// closure it still runs counts in the tree owner's shutdown report.
+    /// Its snapshots carry the lane tag `StorageIo`.
+    ///
+    /// # Errors
+    ///
+    /// The policy's validation error.
+    pub fn new_isolated(
+        policy: BlockingPoolPolicy,
+        owner_group: TaskGroup,
+    ) -> Result<Self, RuntimeContractViolation> {
+        policy.validate()?;
+        let limits = LaneLimits {
+            ceiling: policy.max_concurrency,
+            reservation: policy.max_concurrency,
+            max_queue_depth: policy.max_queue_depth,
+        };
+        let budget = AdmissionBudget::new(policy.max_concurrency, &[limits]);
+        let table = BlockingTable::new(&policy, BlockingLane::StorageIo, 0, budget);
+        owner_group.register_blocking(&table);
+        Ok(Self {
+            inner: Arc::new(ExecutorInner {
+                policy,
+                table,
+                handle: owner_group.runtime_handle().clone(),
+                scope: owner_group,
+                isolated: Some(Isolated {
+                    stopped: CancellationToken::new(),
+                }),
+            }),
+        })
+    }
+
+    /// The pool's policy.
+    pub fn policy(&self) -> &BlockingPoolPolicy {
+        &self.inner.policy
+    }
+
+    /// Runs `work` on the blocking pool once admitted.
+    ///
+    /// The closure is boxed when this is called; admission starts when the
+    /// returned future is first polled (call it from the owning runtime's
+    /// work). The queue wait is bounded by `queue_timeout`, the caller's
+    /// wait for the result by `task_timeout`.
+    ///
+    /// # Errors
+    ///
+    /// * `Unsupported` (`BlockingExecutorKind`) for `BlockingKind::LongRunning`;
+    /// * `Closed` (`BlockingQueueAdmission`) once the scope is closed or
+    ///   cancelled or an isolated executor is stopped, also while queued;
+    /// * `CapacityExhausted` (`BlockingQueueAdmission`) when the lane's
+    ///   queue is full, at once;
+    /// * `TimedOut` (`BlockingQueueAdmission`) when no slot came in time,
+    ///   (`BlockingTaskDeadline`) when the operation deadline passed before
+    ///   the start (the closure never runs) or the caller's wait ran out
+    ///   (the closure keeps running and keeps its slot);
+    /// * a join error (`RunBlockingTask`) when the closure panicked.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while queued removes the submission (it never
+    /// runs); dropping it while the closure runs abandons the result: the
+    /// closure keeps running and its slot, and is reported as
+    /// `TimedOutStillRunning` until it exits.
+    pub fn spawn<F, R>(
+        &self,
+        name: impl Into<Arc<str>>,
+        kind: BlockingKind,
+        work: F,
+    ) -> impl Future<Output = RuntimeResult<R>> + Send + '_
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.submit(name.into(), kind, None, Box::new(work))
+    }
+
+    /// [`spawn`](Self::spawn) with one absolute deadline capping both the
+    /// queue wait and the caller's wait (itself capped by the scope's
+    /// installed shutdown deadline).
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_until<F, R>(
+        &self,
+        name: impl Into<Arc<str>>,
+        kind: BlockingKind,
+        deadline: ShutdownDeadline,
+        work: F,
+    ) -> impl Future<Output = RuntimeResult<R>> + Send + '_
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.submit(name.into(), kind, Some(deadline), Box::new(work))
+    }
+
+    /// [`spawn`](Self::spawn) with `BlockingKind::ShortIo`.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_io<F, R>(
+        &self,
+        name: impl Into<Arc<str>>,
+        work: F,
+    ) -> impl Future<Output = RuntimeResult<R>> + Send + '_
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawn(name, BlockingKind::ShortIo, work)
+    }
+
+    /// [`spawn_until`](Self::spawn_until) with `BlockingKind::ShortIo`.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_io_until<F, R>(
+        &self,
+        name: impl Into<Arc<str>>,
+        deadline: ShutdownDeadline,
+        work: F,
+    ) -> impl Future<Output = RuntimeResult<R>> + Send + '_
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawn_until(name, BlockingKind::ShortIo, deadline, work)
+    }
+
+    /// Boxes large results so they never travel inline.
+    async fn submit<R: Send + 'static>(
+        &self,
+        name: Arc<str>,
+        kind: BlockingKind,
+        deadline: Option<ShutdownDeadline>,
+        work: Box<dyn FnOnce() -> R + Send>,
+    ) -> RuntimeResult<R> {
+        let submitted = Instant::now();
+        if std::mem::size_of::<R>() > INLINE_RESULT_LIMIT {
+            let boxed: Box<dyn FnOnce() -> Box<R> + Send> = Box::new(move || Box::new(work()));
+            return self
+                .execute(name, kind, deadline, submitted, boxed)
+                .await
+                .map(|result| *result);
+        }
+        self.execute(name, kind, deadline, submitted, work).await
+    }
+
+    async fn execute<R: Send + 'static>(
+        &self,
+        name: Arc<str>,
+        kind: BlockingKind,
+        deadline: Option<ShutdownDeadline>,
+        submitted: Instant,
+        work: Box<dyn FnOnce() -> R + Send>,
+    ) -> RuntimeResult<R> {
+        let inner = &*self.inner;
+        let table = &inner.table;
+        if kind == BlockingKind::LongRunning {
+            table.reject();
+            return Err(RuntimeError::unsupported(
+                RuntimeOperation::BlockingExecutorKind,
+            ));
+        }
+        if !inner.admits() {
+            table.reject();
+            return Err(RuntimeError::closed(
+                RuntimeOperation::BlockingQueueAdmission,
+            ));
+        }
+        let policy = &inner.policy;
+        let operation_deadline = match deadline {
+            Some(deadline) => match inner.scope.shutdown_deadline() {
+                Some(scope) => deadline.earliest(scope),
+                None => deadline,
+            },
+            None => ShutdownDeadline::from_tokio(saturating_add(
+                submitted,
+                policy.queue_timeout.saturating_add(policy.task_timeout),
+            )),
+        };
+        let queue_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
+            saturating_add(submitted, policy.queue_timeout),
+        ));
+        let record = table.insert(name, kind);
+        let permit = match table.budget().admit(table.lane_index()) {
+            Admission::Running(permit) => permit,
+            Admission::QueueFull => {
+                table.reject();
+                return Err(RuntimeError::capacity(
+                    RuntimeOperation::BlockingQueueAdmission,
+                ));
+            }
+            Admission::Queued(mut queued) => {
+                tokio::select! {
+                    biased;
+                    permit = queued.granted() => permit,
+                    () = inner.closed() => {
+                        table.reject();
+                        return Err(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission));
+                    }
+                    () = tokio::time::sleep_until(queue_deadline.tokio_instant()) => {
+                        return Err(RuntimeError::timed_out(RuntimeOperation::BlockingQueueAdmission));
+                    }
+                }
+            }
+        };
+        if operation_deadline.is_expired() {
+            // Never started: the permit and the record go back now.
+            return Err(RuntimeError::timed_out(
+                RuntimeOperation::BlockingTaskDeadline,
+            ));
+        }
+        let started = Instant::now();
+        table.mark(record.id(), BlockingTaskState::Running);
+        let abandoned = Abandoned {
+            table: Arc::clone(table),
+            id: record.id(),
+            armed: true,
+        };
+        let job = BlockingJob {
+            work: Some(work),
+            permit: Some(permit),
+            record: Some(record),
+        };
+        let handle = inner.handle.spawn_blocking(move || job.run());
+        let caller_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
+            saturating_add(started, policy.task_timeout),
+        ));
+        let result = tokio::time::timeout_at(caller_deadline.tokio_instant(), handle).await;
+        let mut abandoned = abandoned;
+        match result {
+            Ok(Ok(value)) => {
+                abandoned.armed = false;
+                Ok(value)
+            }
+            Ok(Err(join)) => {
+                abandoned.armed = false;
+                Err(RuntimeError::join(RuntimeOperation::RunBlockingTask, join))
+            }
+            // `abandoned` marks the record when it drops.
+            Err(_) => Err(RuntimeError::timed_out(
+                RuntimeOperation::BlockingTaskDeadline,
+            )),
+        }
+    }
+
+    /// Closes an isolated executor (and its clones) to new work; queued
+    /// submissions wake with `Closed` and never run. Running closures are
+    /// not affected.
+    ///
+    /// # Errors
+    ///
+    /// `unsupported(ShutdownBlockingExecutor)` for a managed lane: its
+    /// service context owns shutdown.
+    pub fn stop_admission(&self) -> RuntimeResult<()> {
+        match &self.inner.isolated {
+            Some(isolated) => {
+                isolated.stopped.cancel();
+                Ok(())
+            }
+            None => Err(RuntimeError::unsupported(
+                RuntimeOperation::ShutdownBlockingExecutor,
+            )),
+        }
+    }
+
+    /// Stops admission and waits until `deadline` for every owned
+    /// submission and closure of this isolated executor to finish.
+    ///
+    /// `completed` is false (and `pending_operations` counts what is still
+    /// owned) when closures still run at the deadline; call again later to
+    /// retry. The scope group and sibling executors are not affected.
+    ///
+    /// # Errors
+    ///
+    /// `unsupported(ShutdownBlockingExecutor)` for a managed lane.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: admission is stopped at the first poll; dropping the
+    /// future only stops waiting.
+    pub async fn shutdown_until(
+        &self,
+        deadline: ShutdownDeadline,
+    ) -> RuntimeResult<crate::BlockingExecutorShutdownReport> {
+        self.stop_admission()?;
+        let table = &self.inner.table;
+        let completed = notified_until(table.emptied(), deadline, || table.len() == 0).await;
+        Ok(crate::BlockingExecutorShutdownReport {
+            completed,
+            pending_operations: table.len(),
+            snapshot: table.snapshot(),
+        })
+    }
+
+    /// Counts and records of this executor's pool (task names included).
+    pub fn snapshot(&self) -> BlockingExecutorSnapshot {
+        self.inner.table.snapshot()
+    }
+
+    /// Running closures plus abandoned ones still running.
+    pub fn blocking_still_running(&self) -> usize {
+        self.inner.table.blocking_still_running()
+    }
+}
+
+impl fmt::Debug for BlockingExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingExecutor")
+            .field("name", &self.inner.policy.name)
+            .field("isolated", &self.inner.isolated.is_some())
+            .field("scope", &self.inner.scope.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks the record `TimedOutStillRunning` when the caller stops waiting
+/// for a closure that may still run.
+struct Abandoned {
+    table: Arc<BlockingTable>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if self.armed {
+            self.table
+                .mark(self.id, BlockingTaskState::TimedOutStillRunning);
+        }
+    }
+}
+
+/// What runs on the blocking thread: the closure, its admission permit and
+/// its record, dropped in that order whatever happens (return, panic, or
+/// Tokio discarding a closure that never started).
+struct BlockingJob<R> {
+    work: Option<Box<dyn FnOnce() -> R + Send>>,
+    permit: Option<AdmissionPermit>,
+    record: Option<RecordGuard>,
+}
+
+impl<R> BlockingJob<R> {
+    fn run(mut self) -> R {
+        let work = self.work.take();
+        // The closure's captures are dropped when it returns (or unwinds).
+        let result = catch_unwind(AssertUnwindSafe(move || work.map(|work| work())));
+        drop(self);
+        match result {
+            Ok(Some(value)) => value,
+            Ok(None) => unreachable_job(),
+            Err(payload) => resume_unwind(payload),
+        }
+    }
+}
+
+/// A job runs its closure exactly once; `run` consumes the job.
+fn unreachable_job() -> ! {
+    resume_unwind(Box::new("blocking job ran twice"))
+}
+
+impl<R> Drop for BlockingJob<R> {
+    fn drop(&mut self) {
+        drop(self.work.take());
+        drop(self.permit.take());
+        drop(self.record.take());
+    }
+}

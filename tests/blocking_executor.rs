@@ -1,0 +1,537 @@
+//! Blocking lanes and isolated executors (invariants 53–68). Closures are
+//! held and released through explicit gates; waits for a state are polled
+//! under a hang guard, never slept.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    BlockingExecutor, BlockingKind, BlockingPoolPolicy, BlockingTaskState, CanonicalCondition,
+    ChildServiceContext, RuntimeConfig, RuntimeErrorKind, RuntimeOperation, RuntimeOwner,
+    ShutdownDeadline, TaskKind,
+};
+use support::guard;
+
+/// Lane limits for one test: (max_concurrency, max_queue_depth).
+struct Lanes {
+    capacity: usize,
+    storage: (usize, usize),
+    metadata: (usize, usize),
+    cpu: (usize, usize),
+    queue_timeout: Duration,
+    task_timeout: Duration,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Self {
+            capacity: 3,
+            storage: (1, 8),
+            metadata: (1, 8),
+            cpu: (1, 8),
+            queue_timeout: Duration::from_secs(30),
+            task_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+fn owner(lanes: &Lanes) -> (RuntimeOwner, ChildServiceContext) {
+    let mut config = RuntimeConfig::for_parallelism("blocking", 2);
+    config.max_blocking_threads = lanes.capacity;
+    let policies = &mut config.blocking_lane_policies;
+    for (policy, (concurrency, depth)) in [
+        (&mut policies.storage_io, lanes.storage),
+        (&mut policies.metadata_io, lanes.metadata),
+        (&mut policies.cpu_crypto, lanes.cpu),
+    ] {
+        policy.max_concurrency = concurrency;
+        policy.max_queue_depth = depth;
+        policy.queue_timeout = lanes.queue_timeout;
+        policy.task_timeout = lanes.task_timeout;
+    }
+    let owner = RuntimeOwner::plan(config)
+        .expect("valid configuration")
+        .build()
+        .expect("runtime builds");
+    let store = owner.root_context().component("store");
+    (owner, store)
+}
+
+/// A closure gate: the closure signals that it started, then blocks until
+/// released.
+struct Gate {
+    started: mpsc::Receiver<()>,
+    release: mpsc::Sender<()>,
+}
+
+fn gate() -> (Gate, impl FnOnce() + Send + 'static) {
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let work = move || {
+        let _ = started_tx.send(());
+        let _ = release_rx.recv();
+    };
+    (Gate { started, release }, work)
+}
+
+impl Gate {
+    fn wait_started(&self) {
+        self.started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("hang guard: the closure did not start");
+    }
+
+    fn open(self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// Polls `condition` (yielding) under a hang guard.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    guard(what, async {
+        while !condition() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+/// Spawns a submission as a task so the test can queue several.
+fn submit_task(
+    owner: &RuntimeOwner,
+    executor: &BlockingExecutor,
+    name: &'static str,
+    work: impl FnOnce() + Send + 'static,
+) -> tokio::task::JoinHandle<Result<(), rocketmq_runtime::RuntimeError>> {
+    let executor = executor.clone();
+    let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
+    runtime.spawn(async move { executor.spawn_io(name, work).await })
+}
+
+/// Seeded randomized mix over three lanes: the global running count never
+/// exceeds the capacity and no lane exceeds its ceiling.
+#[test]
+fn random_mixes_never_exceed_global_or_lane_limits() {
+    let lanes = Lanes {
+        capacity: 4,
+        storage: (3, 64),
+        metadata: (2, 64),
+        cpu: (2, 64),
+        ..Lanes::default()
+    };
+    let (owner, store) = owner(&lanes);
+    let executors = [store.storage_io(), store.metadata_io(), store.cpu_crypto()];
+    let ceilings = [3, 2, 2];
+    let running: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
+    let peaks: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..1_000 {
+        let jobs: Vec<usize> = (0..1 + next() % 8).map(|_| (next() % 3) as usize).collect();
+        owner.block_on({
+            let executors = executors.clone();
+            let running = Arc::clone(&running);
+            let peaks = Arc::clone(&peaks);
+            async move {
+                let calls = jobs.into_iter().map(|lane| {
+                    let running = Arc::clone(&running);
+                    let peaks = Arc::clone(&peaks);
+                    let executor = executors[lane].clone();
+                    async move {
+                        executor
+                            .spawn_io("mix", move || {
+                                for slot in [lane, 3] {
+                                    let now = running[slot].fetch_add(1, Ordering::SeqCst) + 1;
+                                    peaks[slot].fetch_max(now, Ordering::SeqCst);
+                                }
+                                std::thread::yield_now();
+                                for slot in [lane, 3] {
+                                    running[slot].fetch_sub(1, Ordering::SeqCst);
+                                }
+                            })
+                            .await
+                    }
+                });
+                for result in futures::future::join_all(calls).await {
+                    result.expect("admitted");
+                }
+            }
+        });
+    }
+    assert!(peaks[3].load(Ordering::SeqCst) <= lanes.capacity);
+    for lane in 0..3 {
+        assert!(
+            peaks[lane].load(Ordering::SeqCst) <= ceilings[lane],
+            "lane {lane}"
+        );
+    }
+    assert!(peaks[3].load(Ordering::SeqCst) >= 2, "the mix did overlap");
+    for executor in &executors {
+        let snapshot = executor.snapshot();
+        assert_eq!((snapshot.global_running, snapshot.queued), (0, 0));
+    }
+}
+
+/// A saturated lane starts its waiters in arrival order.
+#[test]
+fn one_lane_starts_its_waiters_in_arrival_order() {
+    let (owner, store) = owner(&Lanes::default());
+    let storage = store.storage_io();
+    let (held, work) = gate();
+    let first = submit_task(&owner, &storage, "held", work);
+    held.wait_started();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut queued = Vec::new();
+    for index in 0..5 {
+        let order = Arc::clone(&order);
+        queued.push(submit_task(&owner, &storage, "queued", move || {
+            order.lock().expect("unpoisoned").push(index);
+        }));
+        let storage = storage.clone();
+        owner.block_on(until("queued", move || {
+            storage.snapshot().queued == index + 1
+        }));
+    }
+    held.open();
+    owner.block_on(async move {
+        first.await.expect("joins").expect("ran");
+        for task in queued {
+            task.await.expect("joins").expect("ran");
+        }
+    });
+    assert_eq!(*order.lock().expect("unpoisoned"), [0, 1, 2, 3, 4]);
+}
+
+/// Capacity 3, storage borrows all of it; a storage waiter arrives before
+/// a metadata waiter, yet the freed slot goes to metadata (below its
+/// reservation).
+#[test]
+fn a_lane_below_its_reservation_is_served_before_a_borrower() {
+    let lanes = Lanes {
+        capacity: 3,
+        storage: (3, 8),
+        ..Lanes::default()
+    };
+    let (owner, store) = owner(&lanes);
+    let storage = store.storage_io();
+    let metadata = store.metadata_io();
+    let mut gates = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let (held, work) = gate();
+        tasks.push(submit_task(&owner, &storage, "borrower", work));
+        held.wait_started();
+        gates.push(held);
+    }
+    assert_eq!(storage.snapshot().lane_borrowed, 2);
+    let storage_started = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&storage_started);
+    tasks.push(submit_task(&owner, &storage, "late-borrower", move || {
+        flag.store(true, Ordering::SeqCst);
+    }));
+    let probe = storage.clone();
+    owner.block_on(until("storage queued", move || {
+        probe.snapshot().queued == 1
+    }));
+    let (metadata_gate, work) = gate();
+    tasks.push(submit_task(&owner, &metadata, "owed", work));
+    let probe = metadata.clone();
+    owner.block_on(until("metadata queued", move || {
+        probe.snapshot().queued == 1
+    }));
+    gates.remove(0).open();
+    metadata_gate.wait_started();
+    assert!(
+        !storage_started.load(Ordering::SeqCst),
+        "the borrower waits"
+    );
+    assert_eq!(storage.snapshot().queued, 1);
+    metadata_gate.open();
+    for held in gates {
+        held.open();
+    }
+    owner.block_on(async move {
+        for task in tasks {
+            task.await.expect("joins").expect("ran");
+        }
+    });
+    assert!(storage_started.load(Ordering::SeqCst));
+}
+
+/// A caller that times out gets `TimedOut`; the closure keeps running and
+/// keeps its slot (`TimedOutStillRunning`), a new submission waits for
+/// that slot, and once the closure exits everything is free.
+#[test]
+fn a_timed_out_caller_leaves_the_closure_running_with_its_slot() {
+    let lanes = Lanes {
+        task_timeout: Duration::from_millis(50),
+        ..Lanes::default()
+    };
+    let (owner, store) = owner(&lanes);
+    let storage = store.storage_io();
+    let (held, work) = gate();
+    let error = owner
+        .block_on(storage.spawn_io("slow-fsync", work))
+        .expect_err("the caller times out");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    assert_eq!(error.operation(), RuntimeOperation::BlockingTaskDeadline);
+    held.wait_started();
+    let snapshot = storage.snapshot();
+    assert_eq!(snapshot.timed_out_still_running, 1);
+    assert_eq!((snapshot.running, snapshot.lane_running), (0, 1));
+    assert_eq!(snapshot.blocking_still_running, 1);
+    assert_eq!(
+        snapshot.tasks[0].state,
+        BlockingTaskState::TimedOutStillRunning
+    );
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let next = submit_task(&owner, &storage, "next", move || {
+        flag.store(true, Ordering::SeqCst);
+    });
+    let probe = storage.clone();
+    owner.block_on(until("next queued", move || probe.snapshot().queued == 1));
+    assert!(!ran.load(Ordering::SeqCst), "the slot is still taken");
+    held.open();
+    owner.block_on(async move { next.await.expect("joins").expect("ran") });
+    assert!(ran.load(Ordering::SeqCst));
+    let snapshot = storage.snapshot();
+    assert_eq!(
+        (
+            snapshot.blocking_still_running,
+            snapshot.global_running,
+            snapshot.tasks.len()
+        ),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn refusals_full_queue_long_running_expired_deadline_and_dropped_waiters() {
+    let lanes = Lanes {
+        storage: (1, 1),
+        ..Lanes::default()
+    };
+    let (owner, store) = owner(&lanes);
+    let storage = store.storage_io();
+    let (held, work) = gate();
+    let first = submit_task(&owner, &storage, "held", work);
+    held.wait_started();
+    let queued = submit_task(&owner, &storage, "queued", || {});
+    let probe = storage.clone();
+    owner.block_on(until("queued", move || probe.snapshot().queued == 1));
+    // Full queue: refused at once.
+    let error = owner
+        .block_on(storage.spawn_io("overflow", || {}))
+        .expect_err("queue full");
+    assert_eq!(error.kind(), RuntimeErrorKind::CapacityExhausted);
+    assert_eq!(error.operation(), RuntimeOperation::BlockingQueueAdmission);
+    // LongRunning: always refused.
+    let error = owner
+        .block_on(
+            store
+                .cpu_crypto()
+                .spawn("loop", BlockingKind::LongRunning, || {}),
+        )
+        .expect_err("long running");
+    assert_eq!(error.kind(), RuntimeErrorKind::Unsupported);
+    assert_eq!(error.condition(), CanonicalCondition::Unimplemented);
+    assert_eq!(store.cpu_crypto().snapshot().rejected, 1);
+    assert_eq!(storage.snapshot().rejected, 1);
+    // A queued submission whose caller is dropped leaves no record.
+    queued.abort();
+    let probe = storage.clone();
+    owner.block_on(until("withdrawn", move || probe.snapshot().queued == 0));
+    held.open();
+    owner.block_on(async move { first.await.expect("joins").expect("ran") });
+    // A deadline that passed before the start: the closure never runs.
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let error = owner
+        .block_on(storage.spawn_io_until(
+            "late",
+            ShutdownDeadline::after(Duration::ZERO),
+            move || flag.store(true, Ordering::SeqCst),
+        ))
+        .expect_err("expired");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    assert!(!ran.load(Ordering::SeqCst));
+    let snapshot = storage.snapshot();
+    assert_eq!((snapshot.global_running, snapshot.tasks.len()), (0, 0));
+}
+
+/// A closing scope refuses new work and wakes its queued waiters with
+/// `Closed`; a sibling scope's executor still works.
+#[test]
+fn a_cancelled_scope_refuses_and_wakes_its_queue() {
+    let (owner, store) = owner(&Lanes::default());
+    let storage = store.storage_io();
+    let sibling = owner.root_context().component("sibling").storage_io();
+    let (held, work) = gate();
+    let first = submit_task(&owner, &storage, "held", work);
+    held.wait_started();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let queued = submit_task(&owner, &storage, "queued", move || {
+        flag.store(true, Ordering::SeqCst);
+    });
+    let probe = storage.clone();
+    owner.block_on(until("queued", move || probe.snapshot().queued == 1));
+    store.task_group().cancel();
+    let error = owner
+        .block_on(async move { queued.await.expect("joins") })
+        .expect_err("woken closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    let error = owner
+        .block_on(storage.spawn_io("after", || {}))
+        .expect_err("closed scope");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    held.open();
+    owner.block_on(async move { first.await.expect("joins").expect("ran") });
+    assert!(!ran.load(Ordering::SeqCst), "a woken waiter never runs");
+    owner
+        .block_on(sibling.spawn_io("sibling", || {}))
+        .expect("the sibling scope is open");
+}
+
+/// The owner shuts down while a closure runs: the report shows it and is
+/// unhealthy; after the closure exits a fresh snapshot shows 0.
+#[test]
+fn a_closure_outliving_the_shutdown_makes_the_owner_report_unhealthy() {
+    let (owner, store) = owner(&Lanes::default());
+    let storage = store.storage_io();
+    let (held, work) = gate();
+    let caller = storage.clone();
+    let cancelled = store.task_group().cancellation_token();
+    store
+        .spawn("flush", TaskKind::Worker, async move {
+            tokio::select! {
+                () = cancelled.cancelled() => {}
+                _ = caller.spawn_io("flush-segment", work) => {}
+            }
+        })
+        .expect("open");
+    held.wait_started();
+    let report = owner
+        .shutdown_runtime_blocking_with_timeout(Duration::from_millis(200))
+        .expect("outside Tokio");
+    assert!(report.blocking_still_running >= 1, "{}", report.to_json());
+    assert!(!report.is_healthy());
+    assert!(report
+        .blocking_tasks
+        .iter()
+        .any(|task| &*task.name == "flush-segment"));
+    assert_eq!(
+        report.children[0].timed_out, 0,
+        "the caller observed cancellation"
+    );
+    held.open();
+    // The runtime is gone: wait on another one (hang-guarded) for the
+    // closure to exit.
+    let waiter = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a waiting runtime");
+    let probe = storage.clone();
+    waiter.block_on(until("the closure exits", move || {
+        probe.snapshot().blocking_still_running == 0
+    }));
+    assert_eq!(storage.snapshot().global_running, 0);
+}
+
+#[test]
+fn isolated_executors_stop_and_shut_down_on_their_own() {
+    let (owner, store) = owner(&Lanes::default());
+    let policy = BlockingPoolPolicy {
+        name: "isolated".to_owned(),
+        max_concurrency: 1,
+        max_queue_depth: 4,
+        ..BlockingPoolPolicy::default()
+    };
+    let isolated =
+        BlockingExecutor::new_isolated(policy.clone(), store.task_group().clone()).expect("valid");
+    let sibling = BlockingExecutor::new(policy, store.task_group().clone()).expect("valid");
+    let (held, work) = gate();
+    let running = submit_task(&owner, &isolated, "held", work);
+    held.wait_started();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let queued = submit_task(&owner, &isolated, "queued", move || {
+        flag.store(true, Ordering::SeqCst);
+    });
+    let probe = isolated.clone();
+    owner.block_on(until("queued", move || probe.snapshot().queued == 1));
+    isolated.clone().stop_admission().expect("isolated");
+    let error = owner
+        .block_on(async move { queued.await.expect("joins") })
+        .expect_err("woken closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    let report = owner
+        .block_on(isolated.shutdown_until(ShutdownDeadline::after(Duration::from_millis(50))))
+        .expect("isolated");
+    assert!(!report.completed);
+    assert_eq!(report.pending_operations, 1);
+    assert_eq!(report.snapshot.running, 1);
+    owner
+        .block_on(sibling.spawn_io("sibling", || {}))
+        .expect("a sibling executor is unaffected");
+    held.open();
+    owner.block_on(async move { running.await.expect("joins").expect("ran") });
+    let report = owner
+        .block_on(isolated.shutdown_until(ShutdownDeadline::after(Duration::from_secs(30))))
+        .expect("isolated");
+    assert!(report.completed, "the retry succeeds");
+    assert_eq!(report.pending_operations, 0);
+    assert!(!ran.load(Ordering::SeqCst), "a stopped waiter never runs");
+    let error = store
+        .storage_io()
+        .stop_admission()
+        .expect_err("managed lane");
+    assert_eq!(error.kind(), RuntimeErrorKind::Unsupported);
+    assert_eq!(
+        error.operation(),
+        RuntimeOperation::ShutdownBlockingExecutor
+    );
+    assert!(
+        store.task_group().lifecycle_state() == rocketmq_runtime::TaskGroupLifecycleState::Open
+    );
+}
+
+/// Closures run on the owner's blocking pool even when the submission is
+/// polled on another runtime, and large results arrive intact.
+#[test]
+fn closures_run_on_the_owner_runtime() {
+    let (owner, store) = owner(&Lanes::default());
+    let storage = store.storage_io();
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("another runtime");
+    let thread_name = other
+        .block_on(storage.spawn_io("where", || std::thread::current().name().map(str::to_owned)))
+        .expect("ran");
+    assert_eq!(thread_name.as_deref(), Some("blocking"));
+    let big = other
+        .block_on(storage.spawn_io("big", || [7u8; 64 * 1024]))
+        .expect("ran");
+    assert!(big.iter().all(|byte| *byte == 7));
+    let future = storage.spawn_io("capture", {
+        let capture = [1u8; 64 * 1024];
+        move || capture.len()
+    });
+    assert!(
+        std::mem::size_of_val(&future) < 4 * 1024,
+        "the closure is boxed"
+    );
+    assert_eq!(other.block_on(future).expect("ran"), 64 * 1024);
+    drop(owner);
+}

@@ -1,7 +1,8 @@
 //! A broker-style entrypoint: the main job of this crate's README.
 //!
 //! It owns the runtime, derives a `broker` component from the sealed root,
-//! runs scheduled maintenance (a fixed-rate heartbeat, a fixed-delay flush)
+//! runs scheduled maintenance (a fixed-rate heartbeat, a fixed-delay offset
+//! flush on the managed `storage_io()` lane)
 //! and a request worker (one `OperationContext`
 //! per simulated request, drained on shutdown) until Ctrl-C, SIGTERM or
 //! `--run-for <seconds>`, then shuts down within one deadline, prints the
@@ -116,13 +117,28 @@ fn start_broker(
             }
         },
     )?;
+    // The flush is storage work: it runs on the managed `StorageIo` lane,
+    // which bounds blocking work per owner and keeps a slot until the
+    // closure exits.
+    let storage = broker.storage_io();
     maintenance.schedule(
         ScheduledTaskConfig::fixed_delay("flush-offsets", Duration::from_secs(1))
-            .with_max_run_time(Duration::from_millis(200)),
+            .with_max_run_time(Duration::from_millis(500)),
         ScheduledExecutionPolicy::default(),
-        || async {
-            // A simulated flush of consumer offsets.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        move || {
+            let storage = storage.clone();
+            async move {
+                // A simulated flush of consumer offsets to disk.
+                let flushed = storage
+                    .spawn_io("flush-offsets", || {
+                        let offsets = vec![0u64; 1024];
+                        offsets.len()
+                    })
+                    .await;
+                if let Err(error) = flushed {
+                    eprintln!("offset flush failed: {error}");
+                }
+            }
         },
     )?;
 

@@ -1,0 +1,234 @@
+//! Blocking admission against a raw `Semaphore` + `spawn_blocking`.
+//!
+//! | Group | Baseline | Runtime path |
+//! | --- | --- | --- |
+//! | `lane_throughput/{8,32}` | `Semaphore(4)` permit moved into `spawn_blocking` | an executor with 4 slots (`max_concurrency = 4`) |
+//! | `round_trip` | `spawn_blocking(empty).await` | `spawn_io(empty).await` |
+//!
+//! Each throughput job sleeps 1 ms on its blocking thread (simulated
+//! work); all jobs are submitted at once from a runtime worker and
+//! awaited. The physical limit, `jobs / 4 × 1 ms`, is printed beside them.
+//! Every runtime (multi-thread, 2 workers) is built outside the timed
+//! regions; the paired pass alternates baseline and executor.
+//!
+//! Output: `<target>/runtime-measurements/blocking_executor.json`.
+//!
+//! Run: `cargo bench --bench blocking_executor_bench`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use criterion::{BenchmarkId, Criterion};
+use rocketmq_runtime::{BlockingExecutor, BlockingPoolPolicy, RuntimeContext};
+use serde_json::{json, Map};
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use support::{
+    mean_ns, mean_ns_of, on_worker, paired_median, quick_mode, runtime, write_measurements,
+};
+
+const THROUGHPUT: &str = "lane_throughput";
+const ROUND_TRIP: &str = "round_trip";
+const JOBS: [usize; 2] = [8, 32];
+const SLOTS: usize = 4;
+const WORK: Duration = Duration::from_millis(1);
+const RAW_THROUGHPUT: &str = "raw_semaphore_spawn_blocking";
+const RAW_ROUND_TRIP: &str = "raw_spawn_blocking";
+const EXECUTOR: &str = "blocking_executor";
+const PAIRED_ROUNDS: usize = 31;
+const ROUND_TRIP_BATCH: u32 = 200;
+
+/// Simulated blocking work (a 1 ms sleep on the blocking thread).
+#[allow(clippy::disallowed_methods)]
+fn simulated_work() {
+    std::thread::sleep(WORK);
+}
+
+/// An isolated executor with `SLOTS` slots on `rt`.
+fn executor(rt: &Runtime) -> BlockingExecutor {
+    rt.block_on(async {
+        let harness = RuntimeContext::try_from_current("bench").expect("inside the runtime");
+        let policy = BlockingPoolPolicy {
+            name: "bench".to_owned(),
+            max_concurrency: SLOTS,
+            max_queue_depth: 1_024,
+            ..BlockingPoolPolicy::default()
+        };
+        BlockingExecutor::new_isolated(policy, harness.root_group().clone()).expect("valid policy")
+    })
+}
+
+async fn raw_jobs(jobs: usize) -> Duration {
+    let semaphore = Arc::new(Semaphore::new(SLOTS));
+    let started = Instant::now();
+    let calls = (0..jobs).map(|_| {
+        let semaphore = Arc::clone(&semaphore);
+        async move {
+            let permit = semaphore.acquire_owned().await.expect("open semaphore");
+            tokio::task::spawn_blocking(move || {
+                simulated_work();
+                drop(permit);
+            })
+            .await
+            .expect("job");
+        }
+    });
+    futures::future::join_all(calls).await;
+    started.elapsed()
+}
+
+async fn executor_jobs(executor: BlockingExecutor, jobs: usize) -> Duration {
+    let started = Instant::now();
+    let calls = (0..jobs).map(|_| executor.spawn_io("job", simulated_work));
+    for result in futures::future::join_all(calls).await {
+        result.expect("admitted");
+    }
+    started.elapsed()
+}
+
+async fn raw_round_trips() -> Duration {
+    let started = Instant::now();
+    for _ in 0..ROUND_TRIP_BATCH {
+        tokio::task::spawn_blocking(|| ())
+            .await
+            .expect("round trip");
+    }
+    started.elapsed() / ROUND_TRIP_BATCH
+}
+
+async fn executor_round_trips(executor: BlockingExecutor) -> Duration {
+    let started = Instant::now();
+    for _ in 0..ROUND_TRIP_BATCH {
+        executor.spawn_io("empty", || ()).await.expect("round trip");
+    }
+    started.elapsed() / ROUND_TRIP_BATCH
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = runtime();
+    let executor = executor(&rt);
+    let mut group = c.benchmark_group(THROUGHPUT);
+    group.sample_size(30);
+    for jobs in JOBS {
+        group.bench_with_input(BenchmarkId::new(RAW_THROUGHPUT, jobs), &jobs, |b, &jobs| {
+            b.iter_custom(|iterations| {
+                (0..iterations)
+                    .map(|_| on_worker(&rt, raw_jobs(jobs)))
+                    .sum()
+            });
+        });
+        group.bench_with_input(BenchmarkId::new(EXECUTOR, jobs), &jobs, |b, &jobs| {
+            b.iter_custom(|iterations| {
+                (0..iterations)
+                    .map(|_| on_worker(&rt, executor_jobs(executor.clone(), jobs)))
+                    .sum()
+            });
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group(ROUND_TRIP);
+    group.bench_function(RAW_ROUND_TRIP, |b| {
+        b.iter_custom(|iterations| {
+            (0..iterations)
+                .map(|_| on_worker(&rt, raw_round_trips()))
+                .sum()
+        });
+    });
+    group.bench_function(EXECUTOR, |b| {
+        b.iter_custom(|iterations| {
+            (0..iterations)
+                .map(|_| on_worker(&rt, executor_round_trips(executor.clone())))
+                .sum()
+        });
+    });
+    group.finish();
+}
+
+const THROUGHPUT_TARGET: f64 = 1.10;
+const ROUND_TRIP_TARGET: f64 = 1.3;
+
+fn main() {
+    let run_started = SystemTime::now();
+    let mut criterion = Criterion::default().configure_from_args();
+    bench(&mut criterion);
+    criterion.final_summary();
+    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+        return;
+    }
+    let rt = runtime();
+    let executor = executor(&rt);
+    let mut paired = Map::new();
+    let mut targets = Vec::new();
+    let mut criterion_means = Map::new();
+    for jobs in JOBS {
+        let (ratio, executor_ns, raw_ns) = paired_median(
+            PAIRED_ROUNDS,
+            || on_worker(&rt, executor_jobs(executor.clone(), jobs)),
+            || on_worker(&rt, raw_jobs(jobs)),
+        );
+        let physical = WORK.as_nanos() as f64 * (jobs / SLOTS) as f64;
+        paired.insert(
+            format!("{THROUGHPUT}/{jobs}"),
+            json!({
+                "median_ratio": ratio,
+                "executor_median_ns": executor_ns,
+                "raw_median_ns": raw_ns,
+                "physical_limit_ns": physical,
+                "rounds": PAIRED_ROUNDS,
+            }),
+        );
+        targets.push(json!({
+            "key": format!("{THROUGHPUT}/{jobs}: {EXECUTOR} / {RAW_THROUGHPUT}"),
+            "target": THROUGHPUT_TARGET,
+            "measured": ratio,
+            "met": ratio <= THROUGHPUT_TARGET,
+        }));
+        for function in [RAW_THROUGHPUT, EXECUTOR] {
+            if let Some(mean) = mean_ns(THROUGHPUT, function, jobs, run_started) {
+                criterion_means.insert(format!("{THROUGHPUT}/{function}/{jobs}"), json!(mean));
+            }
+        }
+    }
+    let (ratio, executor_ns, raw_ns) = paired_median(
+        PAIRED_ROUNDS,
+        || on_worker(&rt, executor_round_trips(executor.clone())),
+        || on_worker(&rt, raw_round_trips()),
+    );
+    paired.insert(
+        ROUND_TRIP.to_owned(),
+        json!({
+            "median_ratio": ratio,
+            "executor_median_ns": executor_ns,
+            "raw_median_ns": raw_ns,
+            "rounds": PAIRED_ROUNDS,
+        }),
+    );
+    targets.push(json!({
+        "key": format!("{ROUND_TRIP}: {EXECUTOR} / {RAW_ROUND_TRIP}"),
+        "target": ROUND_TRIP_TARGET,
+        "measured": ratio,
+        "met": ratio <= ROUND_TRIP_TARGET,
+    }));
+    for function in [RAW_ROUND_TRIP, EXECUTOR] {
+        if let Some(mean) = mean_ns_of(ROUND_TRIP, function, "", run_started) {
+            criterion_means.insert(format!("{ROUND_TRIP}/{function}"), json!(mean));
+        }
+    }
+    let summary = json!({
+        "bench": "blocking_executor_bench",
+        "slots": SLOTS,
+        "work_ms": WORK.as_millis() as u64,
+        "criterion_mean_ns": criterion_means,
+        "paired": paired,
+        "targets": targets,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    write_measurements("blocking_executor.json", &summary);
+}

@@ -18,7 +18,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion};
 use rocketmq_runtime::{BlockingExecutor, BlockingPoolPolicy, RuntimeContext};
@@ -28,7 +28,8 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use support::{
-    mean_ns, mean_ns_of, on_worker, paired_median, quick_mode, runtime, write_measurements,
+    mean_ns, mean_ns_of, on_worker, paired_median, run_criterion, runtime, target,
+    write_measurements,
 };
 
 const THROUGHPUT: &str = "lane_throughput";
@@ -152,13 +153,9 @@ const THROUGHPUT_TARGET: f64 = 1.10;
 const ROUND_TRIP_TARGET: f64 = 1.3;
 
 fn main() {
-    let run_started = SystemTime::now();
-    let mut criterion = Criterion::default().configure_from_args();
-    bench(&mut criterion);
-    criterion.final_summary();
-    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+    let Some(run_started) = run_criterion(bench) else {
         return;
-    }
+    };
     let rt = runtime();
     let executor = executor(&rt);
     let mut paired = Map::new();
@@ -181,12 +178,11 @@ fn main() {
                 "rounds": PAIRED_ROUNDS,
             }),
         );
-        targets.push(json!({
-            "key": format!("{THROUGHPUT}/{jobs}: {EXECUTOR} / {RAW_THROUGHPUT}"),
-            "target": THROUGHPUT_TARGET,
-            "measured": ratio,
-            "met": ratio <= THROUGHPUT_TARGET,
-        }));
+        targets.push(target(
+            format!("{THROUGHPUT}/{jobs}: {EXECUTOR} / {RAW_THROUGHPUT}"),
+            THROUGHPUT_TARGET,
+            ratio,
+        ));
         for function in [RAW_THROUGHPUT, EXECUTOR] {
             if let Some(mean) = mean_ns(THROUGHPUT, function, jobs, run_started) {
                 criterion_means.insert(format!("{THROUGHPUT}/{function}/{jobs}"), json!(mean));
@@ -207,12 +203,11 @@ fn main() {
             "rounds": PAIRED_ROUNDS,
         }),
     );
-    targets.push(json!({
-        "key": format!("{ROUND_TRIP}: {EXECUTOR} / {RAW_ROUND_TRIP}"),
-        "target": ROUND_TRIP_TARGET,
-        "measured": ratio,
-        "met": ratio <= ROUND_TRIP_TARGET,
-    }));
+    targets.push(target(
+        format!("{ROUND_TRIP}: {EXECUTOR} / {RAW_ROUND_TRIP}"),
+        ROUND_TRIP_TARGET,
+        ratio,
+    ));
     for function in [RAW_ROUND_TRIP, EXECUTOR] {
         if let Some(mean) = mean_ns_of(ROUND_TRIP, function, "", run_started) {
             criterion_means.insert(format!("{ROUND_TRIP}/{function}"), json!(mean));

@@ -36,7 +36,7 @@ mod support;
 mod counting_alloc;
 
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion};
 use rocketmq_runtime::{OperationContext, RuntimeContext, TaskGroup, TaskKind};
@@ -46,7 +46,8 @@ use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
 use support::{
-    mean_ns, median, on_worker, paired_median, quantile, quick_mode, runtime, write_measurements,
+    mean_ns, median, on_worker, paired_median, quantile, run_criterion, runtime, target,
+    write_measurements,
 };
 
 #[global_allocator]
@@ -342,13 +343,9 @@ const OPERATION_TARGET: f64 = 1.5;
 const SHARED_GROUP_TARGET: f64 = 2.0;
 
 fn main() {
-    let run_started = SystemTime::now();
-    let mut criterion = Criterion::default().configure_from_args();
-    bench_operation_task(&mut criterion);
-    criterion.final_summary();
-    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+    let Some(run_started) = run_criterion(bench_operation_task) else {
         return;
-    }
+    };
     let mut criterion_means = Map::new();
     for path in [TaskPath::Raw, TaskPath::Operation, TaskPath::Draining] {
         if let Some(mean) = mean_ns(OPERATION_TASK, path.function(), TASKS, run_started) {
@@ -367,31 +364,28 @@ fn main() {
     let shared_8 = submission["shared_over_per_thread_wall_ratio"]["8"]
         .as_f64()
         .unwrap_or(f64::NAN);
+    let ratio_of = |index: usize| paired[index]["median_ratio"].as_f64().unwrap_or(f64::NAN);
     let targets = json!([
-        {
-            "key": paired[0]["key"],
-            "target": OPERATION_TARGET,
-            "measured": paired[0]["median_ratio"],
-            "met": paired[0]["median_ratio"].as_f64().is_some_and(|r| r <= OPERATION_TARGET),
-        },
-        {
-            "key": paired[1]["key"],
-            "target": OPERATION_TARGET,
-            "measured": paired[1]["median_ratio"],
-            "met": paired[1]["median_ratio"].as_f64().is_some_and(|r| r <= OPERATION_TARGET),
-        },
-        {
-            "key": "draining_submission/8 threads: shared_group / group_per_thread (round wall time)",
-            "target": SHARED_GROUP_TARGET,
-            "measured": shared_8,
-            "met": shared_8 <= SHARED_GROUP_TARGET,
-        },
-        {
-            "key": "allocations: idle operation bytes",
-            "target": 256,
-            "measured": allocations["operation_bytes"],
-            "met": allocations["operation_bytes"].as_i64().is_some_and(|b| b <= 256),
-        },
+        target(
+            paired[0]["key"].as_str().unwrap_or_default(),
+            OPERATION_TARGET,
+            ratio_of(0)
+        ),
+        target(
+            paired[1]["key"].as_str().unwrap_or_default(),
+            OPERATION_TARGET,
+            ratio_of(1)
+        ),
+        target(
+            "draining_submission/8 threads: shared_group / group_per_thread (round wall time)",
+            SHARED_GROUP_TARGET,
+            shared_8,
+        ),
+        target(
+            "allocations: idle operation bytes",
+            256.0,
+            allocations["operation_bytes"].as_f64().unwrap_or(f64::NAN),
+        ),
     ]);
     let summary = json!({
         "bench": "runtime_convergence_bench",

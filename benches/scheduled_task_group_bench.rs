@@ -20,7 +20,7 @@ mod support;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion};
 use rocketmq_runtime::{
@@ -31,7 +31,9 @@ use serde_json::{json, Map, Value};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
-use support::{mean_ns_of, paired_median, quantile, quick_mode, runtime, write_measurements};
+use support::{
+    mean_ns_of, paired_median, quantile, run_criterion, runtime, target, write_measurements,
+};
 
 const PER_RUN: &str = "per_run";
 const PERIOD: Duration = Duration::from_millis(10);
@@ -280,13 +282,9 @@ const OVERHEAD_TARGET: f64 = 2.0;
 const DRIFT_TARGET_MS: f64 = 1.0;
 
 fn main() {
-    let run_started = SystemTime::now();
-    let mut criterion = Criterion::default().configure_from_args();
-    bench_per_run(&mut criterion);
-    criterion.final_summary();
-    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+    let Some(run_started) = run_criterion(bench_per_run) else {
         return;
-    }
+    };
     let rt = paused_runtime();
     let root = harness_group(&rt);
     let mut paired = Map::new();
@@ -308,12 +306,11 @@ fn main() {
                 "rounds": PAIRED_ROUNDS,
             }),
         );
-        targets.push(json!({
-            "key": format!("{PER_RUN}/{}: scheduled / raw interval loop", mode.label()),
-            "target": OVERHEAD_TARGET,
-            "measured": ratio,
-            "met": ratio <= OVERHEAD_TARGET,
-        }));
+        targets.push(target(
+            format!("{PER_RUN}/{}: scheduled / raw interval loop", mode.label()),
+            OVERHEAD_TARGET,
+            ratio,
+        ));
         for function in ["raw_interval_loop", "scheduled_task_group"] {
             if let Some(mean) = mean_ns_of(PER_RUN, function, mode.label(), run_started) {
                 criterion_means.insert(

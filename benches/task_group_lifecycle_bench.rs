@@ -39,7 +39,7 @@ mod support;
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rocketmq_runtime::{RuntimeContext, TaskGroup, TaskKind};
 use serde_json::{json, Map};
-use support::{mean_ns, on_worker, quick_mode, runtime, write_measurements};
+use support::{mean_ns, on_worker, run_criterion, runtime, write_measurements};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -524,13 +524,9 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
 }
 
 fn main() {
-    let run_started = SystemTime::now();
-    let mut criterion = Criterion::default().configure_from_args();
-    bench_suites(&mut criterion);
-    criterion.final_summary();
-    if quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some() {
+    let Some(run_started) = run_criterion(bench_suites) else {
         return;
-    }
+    };
     let paired = paired_pass();
     write_summary(run_started, &paired);
 }

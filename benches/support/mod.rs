@@ -147,3 +147,25 @@ pub fn paired_median(
         median(&mut baseline_ns),
     )
 }
+
+/// Runs the Criterion benches `benches` registers, then returns when the
+/// run started, or `None` when the summary passes should be skipped
+/// (`--test`, `--list`, `--profile-time`, or `ROCKETMQ_BENCH_SKIP_PAIRED`).
+pub fn run_criterion(benches: impl FnOnce(&mut criterion::Criterion)) -> Option<SystemTime> {
+    let run_started = SystemTime::now();
+    let mut criterion = criterion::Criterion::default().configure_from_args();
+    benches(&mut criterion);
+    criterion.final_summary();
+    let skip = quick_mode() || std::env::var_os("ROCKETMQ_BENCH_SKIP_PAIRED").is_some();
+    (!skip).then_some(run_started)
+}
+
+/// One entry of a summary's `targets`: `measured ≤ target` is met.
+pub fn target(key: impl Into<String>, target: f64, measured: f64) -> Value {
+    serde_json::json!({
+        "key": key.into(),
+        "target": target,
+        "measured": measured,
+        "met": measured <= target,
+    })
+}

@@ -424,7 +424,8 @@ fn a_closure_outliving_the_shutdown_makes_the_owner_report_unhealthy() {
     let report = owner
         .shutdown_runtime_blocking_with_timeout(Duration::from_millis(200))
         .expect("outside Tokio");
-    assert!(report.blocking_still_running >= 1, "{}", report.to_json());
+    assert_eq!(report.blocking_still_running, 1, "{}", report.to_json());
+    assert_eq!(report.blocking_tasks.len(), 1, "counted once");
     assert!(!report.is_healthy());
     assert!(report
         .blocking_tasks
@@ -534,4 +535,67 @@ fn closures_run_on_the_owner_runtime() {
     );
     assert_eq!(other.block_on(future).expect("ran"), 64 * 1024);
     drop(owner);
+}
+
+/// A panicking closure still releases its slot and record; a queue wait
+/// that runs out is `TimedOut` at admission; refusals of a closed scope
+/// carry the `Unavailable` condition; an isolated executor's running
+/// closure counts in the tree owner's report.
+#[test]
+fn panics_queue_timeouts_conditions_and_isolated_evidence() {
+    let lanes = Lanes {
+        queue_timeout: Duration::from_millis(50),
+        ..Lanes::default()
+    };
+    let (owner, store) = owner(&lanes);
+    let storage = store.storage_io();
+    let error = owner
+        .block_on(storage.spawn_io("panics", || panic!("closure failed")))
+        .expect_err("a join error");
+    assert_eq!(error.operation(), RuntimeOperation::RunBlockingTask);
+    let snapshot = storage.snapshot();
+    assert_eq!((snapshot.global_running, snapshot.tasks.len()), (0, 0));
+    let (held, work) = gate();
+    let running = submit_task(&owner, &storage, "held", work);
+    held.wait_started();
+    let error = owner
+        .block_on(storage.spawn_io("waits-too-long", || {}))
+        .expect_err("no slot in time");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    assert_eq!(error.operation(), RuntimeOperation::BlockingQueueAdmission);
+    assert_eq!(storage.snapshot().queued, 0, "the timed-out waiter left");
+    held.open();
+    owner.block_on(async move { running.await.expect("joins").expect("ran") });
+
+    let isolated = BlockingExecutor::new_isolated(
+        BlockingPoolPolicy {
+            name: "isolated".to_owned(),
+            ..BlockingPoolPolicy::default()
+        },
+        store.task_group().clone(),
+    )
+    .expect("valid");
+    let (held, work) = gate();
+    let cancelled = store.task_group().cancellation_token();
+    let caller = isolated.clone();
+    store
+        .spawn("isolated-caller", TaskKind::Worker, async move {
+            tokio::select! {
+                () = cancelled.cancelled() => {}
+                _ = caller.spawn_io("isolated-work", work) => {}
+            }
+        })
+        .expect("open");
+    held.wait_started();
+    store.task_group().cancel();
+    let error = owner
+        .block_on(storage.spawn_io("after-cancel", || {}))
+        .expect_err("closed scope");
+    assert_eq!(error.condition(), CanonicalCondition::Unavailable);
+    let report = owner
+        .shutdown_runtime_blocking_with_timeout(Duration::from_millis(200))
+        .expect("outside Tokio");
+    assert_eq!(report.blocking_still_running, 1, "{}", report.to_json());
+    assert_eq!(&*report.blocking_tasks[0].name, "isolated-work");
+    held.open();
 }

@@ -266,6 +266,16 @@ impl BlockingExecutor {
     ///   (the closure keeps running and keeps its slot);
     /// * a join error (`RunBlockingTask`) when the closure panicked.
     ///
+    /// `rejected` in the snapshot counts the refusals (`LongRunning`, a
+    /// closed scope, a full queue); timeouts are not refusals. A scope
+    /// poisoned while a submission waits refuses it once a slot is granted
+    /// (or its queue wait ends); cancellation and closing wake it at once.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime with the time driver enabled (the queue and
+    /// caller deadlines are Tokio timers); the owner's runtime always has it.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future while queued removes the submission (it never
@@ -420,17 +430,26 @@ impl BlockingExecutor {
             Admission::Queued(mut queued) => {
                 tokio::select! {
                     biased;
-                    permit = queued.granted() => permit,
                     () = inner.closed() => {
                         table.reject();
                         return Err(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission));
                     }
+                    permit = queued.granted() => permit,
                     () = tokio::time::sleep_until(queue_deadline.tokio_instant()) => {
                         return Err(RuntimeError::timed_out(RuntimeOperation::BlockingQueueAdmission));
                     }
                 }
             }
         };
+        // A scope that closed (or an executor stopped) while this submission
+        // was admitted or queued never runs it: the permit and the record go
+        // back here.
+        if !inner.admits() {
+            table.reject();
+            return Err(RuntimeError::closed(
+                RuntimeOperation::BlockingQueueAdmission,
+            ));
+        }
         if operation_deadline.is_expired() {
             // Never started: the permit and the record go back now.
             return Err(RuntimeError::timed_out(
@@ -512,11 +531,14 @@ impl BlockingExecutor {
     ) -> RuntimeResult<crate::BlockingExecutorShutdownReport> {
         self.stop_admission()?;
         let table = &self.inner.table;
-        let completed = notified_until(table.emptied(), deadline, || table.len() == 0).await;
+        let _ = notified_until(table.emptied(), deadline, || table.len() == 0).await;
+        // One snapshot decides all three fields, so they never disagree.
+        let snapshot = table.snapshot();
+        let pending_operations = snapshot.tasks.len();
         Ok(crate::BlockingExecutorShutdownReport {
-            completed,
-            pending_operations: table.len(),
-            snapshot: table.snapshot(),
+            completed: pending_operations == 0,
+            pending_operations,
+            snapshot,
         })
     }
 

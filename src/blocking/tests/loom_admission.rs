@@ -77,8 +77,8 @@ fn loom_release_races_a_timeout_and_a_waiter() {
     });
 }
 
-/// Two lanes submit at once for one slot: exactly one runs, the other
-/// queues, and the release hands the slot to the queued one.
+/// Two lanes submit at once for one slot: at least one runs at once; one
+/// that queued is handed the slot when the other releases it.
 #[test]
 fn loom_competing_submissions_take_one_slot() {
     loom::model(|| {

@@ -8,6 +8,8 @@ use tokio::runtime::Handle;
 
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::resource_budget::memory::{ManagedMemoryPolicy, ProcessMemoryLimit};
+use crate::resources::RuntimeResources;
 use crate::service_context::{ChildServiceContext, ContextShared, ScopeId};
 use crate::shutdown_deadline::ShutdownDeadline;
 use crate::shutdown_report::ShutdownReport;
@@ -27,6 +29,23 @@ pub struct RuntimeContext {
     shared: Arc<ContextShared>,
 }
 
+/// A harness's resources: the detected memory limit, or an unlimited
+/// stand-in when nothing is detectable (a harness must not fail for that).
+fn harness_resources() -> RuntimeResult<RuntimeResources> {
+    let limit = match ProcessMemoryLimit::detect() {
+        Ok(limit) => limit,
+        Err(_) => ProcessMemoryLimit::configured(u64::MAX).map_err(|violation| {
+            RuntimeError::configuration_failure(
+                RuntimeOperation::DetectProcessMemoryLimit,
+                violation,
+            )
+        })?,
+    };
+    RuntimeResources::new(limit, None, ManagedMemoryPolicy::default()).map_err(|violation| {
+        RuntimeError::configuration_failure(RuntimeOperation::ResolveManagedMemoryBudget, violation)
+    })
+}
+
 impl RuntimeContext {
     /// Builds a harness on the current Tokio runtime.
     ///
@@ -37,7 +56,7 @@ impl RuntimeContext {
         let handle = Handle::try_current()
             .map_err(|_| RuntimeError::context_unavailable(RuntimeOperation::RuntimeContext))?;
         let root = TaskGroup::new_root(name, handle);
-        let shared = ContextShared::new(&root, &RuntimeConfig::default());
+        let shared = ContextShared::new(&root, &RuntimeConfig::default(), harness_resources()?);
         Ok(Self { root, shared })
     }
 

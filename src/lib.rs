@@ -41,6 +41,8 @@ mod error;
 mod operation;
 mod owner;
 pub mod prelude;
+mod resource_budget;
+mod resources;
 mod scheduled;
 mod service_context;
 mod shutdown_deadline;
@@ -57,6 +59,9 @@ pub use operation::{
     OperationWaitPolicy,
 };
 pub use owner::{RuntimeOwner, RuntimeOwnerPlan};
+pub use resource_budget::memory::*;
+pub use resource_budget::*;
+pub use resources::RuntimeResources;
 pub use scheduled::{
     MissedTickPolicy, ScheduleMode, ScheduledExecutionPolicy, ScheduledTaskConcurrency,
     ScheduledTaskConfig, ScheduledTaskControl, ScheduledTaskGroup, ScheduledTaskObserver,

@@ -58,3 +58,8 @@ pub(crate) use imp::*;
 /// Process-wide counters live in `static`s, which loom's atomics cannot
 /// initialise; they are plain `fetch_add` id sources that no model explores.
 pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
+
+/// Statistics counters (admitted, released, rejected, ...) that no decision
+/// reads: plain atomics in every build, so loom models explore only the
+/// counters that bound admission.
+pub(crate) use std::sync::atomic::AtomicU64 as StatCounter;

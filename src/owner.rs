@@ -9,6 +9,8 @@ use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::resource_budget::memory::{ManagedMemoryPolicy, ProcessMemoryLimit};
+use crate::resources::RuntimeResources;
 use crate::service_context::{ContextShared, RootServiceContext};
 use crate::shutdown_deadline::ShutdownDeadline;
 use crate::shutdown_report::ShutdownReport;
@@ -65,12 +67,31 @@ impl Backstop {
 #[derive(Debug, Clone)]
 pub struct RuntimeOwnerPlan {
     config: RuntimeConfig,
+    memory_limit: Option<ProcessMemoryLimit>,
+    memory_policy: ManagedMemoryPolicy,
 }
 
 impl RuntimeOwnerPlan {
     /// The validated configuration.
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
+    }
+
+    /// Caps the process memory limit at `limit` (the detected limit is
+    /// still reported; the smaller of the two is effective).
+    #[must_use]
+    pub fn with_memory_limit(mut self, limit: ProcessMemoryLimit) -> Self {
+        self.memory_limit = Some(limit);
+        self
+    }
+
+    /// How the managed (chargeable) budget derives from the effective limit:
+    /// the whole limit (default), explicit bytes, or a bounded fraction,
+    /// minus headroom.
+    #[must_use]
+    pub fn with_memory_policy(mut self, policy: ManagedMemoryPolicy) -> Self {
+        self.memory_policy = policy;
+        self
     }
 
     /// Builds the Tokio multi-thread runtime and the root context.
@@ -84,6 +105,18 @@ impl RuntimeOwnerPlan {
     ///
     /// Kind `Io` (operation `BuildTokioRuntime`) when Tokio cannot start.
     pub fn build(self) -> RuntimeResult<RuntimeOwner> {
+        let detected = match ProcessMemoryLimit::detect() {
+            Ok(detected) => detected,
+            // Nothing detectable: a configured limit stands in for it.
+            Err(error) => self.memory_limit.ok_or(error)?,
+        };
+        let resources = RuntimeResources::new(detected, self.memory_limit, self.memory_policy)
+            .map_err(|violation| {
+                RuntimeError::configuration_failure(
+                    RuntimeOperation::ResolveManagedMemoryBudget,
+                    violation,
+                )
+            })?;
         let config = self.config;
         let mut builder = Builder::new_multi_thread();
         builder
@@ -102,7 +135,7 @@ impl RuntimeOwnerPlan {
             .build()
             .map_err(|error| RuntimeError::build(RuntimeOperation::BuildTokioRuntime, error))?;
         let group = TaskGroup::new_root(config.thread_name.as_str(), runtime.handle().clone());
-        let shared = ContextShared::new(&group, &config);
+        let shared = ContextShared::new(&group, &config, resources);
         let root = RootServiceContext::new(group, shared);
         Ok(RuntimeOwner {
             runtime: Some(runtime),
@@ -149,7 +182,11 @@ impl RuntimeOwner {
     /// The first failing policy, in the order of [`RuntimeConfig::validate`].
     pub fn plan(config: RuntimeConfig) -> Result<RuntimeOwnerPlan, RuntimeContractViolation> {
         config.validate()?;
-        Ok(RuntimeOwnerPlan { config })
+        Ok(RuntimeOwnerPlan {
+            config,
+            memory_limit: None,
+            memory_policy: ManagedMemoryPolicy::default(),
+        })
     }
 
     /// Builds an owner with the default profile.
@@ -163,6 +200,11 @@ impl RuntimeOwner {
                 RuntimeError::configuration_failure(RuntimeOperation::BuildTokioRuntime, violation)
             })?
             .build()
+    }
+
+    /// The owner's resources: memory limit, managed budget, process budget.
+    pub fn resources(&self) -> &RuntimeResources {
+        self.root.shared().resources()
     }
 
     /// The single sealed root context.

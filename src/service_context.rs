@@ -7,6 +7,7 @@ use crate::blocking::ManagedBlocking;
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
+use crate::resources::RuntimeResources;
 use crate::task_group::TaskGroup;
 use crate::task_spawner::TaskSpawner;
 
@@ -88,13 +89,19 @@ pub(crate) struct ContextShared {
     runtime_id: Arc<str>,
     /// The managed blocking lanes (one admission budget per owner).
     blocking: Arc<ManagedBlocking>,
+    /// The owner's memory limit and process budget.
+    resources: RuntimeResources,
 }
 
 impl ContextShared {
     /// The shared state of the context tree rooted at `root`, with managed
     /// lanes over `max_blocking_threads` slots. The lanes' tables are
     /// registered with the root's tree for its shutdown report.
-    pub(crate) fn new(root: &TaskGroup, config: &RuntimeConfig) -> Arc<Self> {
+    pub(crate) fn new(
+        root: &TaskGroup,
+        config: &RuntimeConfig,
+        resources: RuntimeResources,
+    ) -> Arc<Self> {
         let n = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let blocking = ManagedBlocking::new(
             config.max_blocking_threads,
@@ -106,11 +113,16 @@ impl ContextShared {
         Arc::new(Self {
             runtime_id: format!("rocketmq-runtime-{n}").into(),
             blocking,
+            resources,
         })
     }
 
     pub(crate) fn runtime_id(&self) -> &str {
         &self.runtime_id
+    }
+
+    pub(crate) fn resources(&self) -> &RuntimeResources {
+        &self.resources
     }
 }
 
@@ -131,6 +143,10 @@ pub struct RootServiceContext {
 }
 
 impl RootServiceContext {
+    pub(crate) fn shared(&self) -> &Arc<ContextShared> {
+        &self.shared
+    }
+
     pub(crate) fn new(group: TaskGroup, shared: Arc<ContextShared>) -> Self {
         Self {
             group,
@@ -146,6 +162,12 @@ impl RootServiceContext {
     /// The root's name (the owner's thread name).
     pub fn name(&self) -> &str {
         self.group.name()
+    }
+
+    /// The owner's `process` budget, shared by every context: derive
+    /// narrower limits with [`ResourceBudget::child`](crate::ResourceBudget::child).
+    pub fn process_budget(&self) -> crate::ResourceBudget {
+        self.shared.resources().process_budget()
     }
 
     /// The id shared by every context of this owner.
@@ -211,6 +233,12 @@ impl ChildServiceContext {
     /// The component's name.
     pub fn name(&self) -> &str {
         self.group.name()
+    }
+
+    /// The owner's `process` budget, shared by every context: derive
+    /// narrower limits with [`ResourceBudget::child`](crate::ResourceBudget::child).
+    pub fn process_budget(&self) -> crate::ResourceBudget {
+        self.shared.resources().process_budget()
     }
 
     /// The id shared by every context of this owner.

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::kind::CanonicalCondition;
+use crate::resource_budget::BudgetDimension;
 
 /// The rule a rejected configuration broke.
 ///
@@ -106,8 +107,7 @@ impl fmt::Display for RuntimeContractPolicy {
 /// [`CanonicalCondition::InvalidArgument`].
 ///
 /// There is no conversion into [`RuntimeError`](crate::RuntimeError): the two
-/// channels stay distinct. The enum is non-exhaustive; more variants arrive
-/// with the resource-budget types.
+/// channels stay distinct. The enum is non-exhaustive.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeContractViolation {
@@ -141,9 +141,35 @@ pub enum RuntimeContractViolation {
     /// A resource budget name contains characters outside its allowed set.
     #[error("resource budget name is invalid")]
     InvalidBudgetName,
+    /// A resource budget was given a zero capacity in `dimension`.
+    #[error("resource budget {dimension} capacity must be positive")]
+    ZeroBudgetCapacity {
+        /// The dimension with a zero capacity.
+        dimension: BudgetDimension,
+    },
     /// A rate-limited resource budget was given a zero rate.
     #[error("resource budget rate must be positive")]
     ZeroBudgetRate,
+    /// A control reserve exceeds the budget's capacity in `dimension`.
+    #[error("resource budget {dimension} control reserve exceeds its capacity")]
+    ReserveExceedsBudgetCapacity {
+        /// The dimension whose reserve is too large.
+        dimension: BudgetDimension,
+    },
+    /// A control reserve names a dimension the budget has no capacity in
+    /// (a rate reserve without a rate limit).
+    #[error("resource budget {dimension} control reserve has no capacity to reserve from")]
+    ReserveWithoutBudgetCapacity {
+        /// The dimension without capacity.
+        dimension: BudgetDimension,
+    },
+    /// A child budget exceeds its parent in `dimension` (or has no rate
+    /// under a rate-limited parent).
+    #[error("child resource budget exceeds its parent's {dimension} capacity")]
+    ChildBudgetExceedsParent {
+        /// The dimension that does not fit.
+        dimension: BudgetDimension,
+    },
     /// A resource budget was given a zero maximum permit age.
     #[error("resource budget max age must be positive")]
     ZeroBudgetMaxAge,

@@ -1,0 +1,1453 @@
+//! Process memory discovery: the hard memory limit the process runs under,
+//! and the managed budget derived from it.
+//!
+//! [`ProcessMemoryLimit::detect`] answers "how much memory may this process
+//! use?" by trying, in order:
+//!
+//! 1. the environment variable `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`. When it
+//!    is set it wins and must hold a positive integer (surrounding
+//!    whitespace is ignored); anything else is
+//!    [`RuntimeError::configuration`] with
+//!    [`RuntimeOperation::DetectProcessMemoryLimit`];
+//! 2. Linux cgroups: the process's membership in `/proc/self/cgroup` is
+//!    matched against the cgroup mounts in `/proc/self/mountinfo`, and every
+//!    directory from the membership path up to the mount point is read: the
+//!    cgroup v2 `memory.max` (`max` means unlimited) and the cgroup v1
+//!    `memory.limit_in_bytes` (values at or above `0x7FFF_FFFF_FFFF_F000`
+//!    mean unlimited). The smallest finite limit along the path wins; on a
+//!    hybrid host (v1 memory controller and v2 both present) the smaller of
+//!    the two wins, v2 on a tie. Malformed lines and malformed or zero limit
+//!    files are skipped;
+//! 3. host physical memory (`MemTotal` of `/proc/meminfo`);
+//! 4. otherwise [`RuntimeError::unsupported`] with
+//!    [`RuntimeOperation::DetectProcessMemoryLimit`].
+//!
+//! All files are read through a [`MemoryFileView`], so discovery can be
+//! tested with fixture files ([`ProcessMemoryLimit::detect_with_view`]).
+//! An existing file that cannot be read stops detection with an
+//! [`RuntimeErrorKind::Io`](crate::RuntimeErrorKind::Io) error rather than
+//! silently reporting a larger limit. Only limits the process can see are
+//! discovered. On platforms other than Linux, [`ProcessMemoryLimit::detect`]
+//! consults only the environment variable.
+//!
+//! The detected limit and the chargeable budget are separate numbers:
+//! [`ManagedMemoryBudget::resolve`] derives the managed bytes from the
+//! effective limit (the smaller of the detected and a configured limit) with
+//! a [`ManagedMemoryPolicy`], and keeps the detected limit for reporting.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{
+    RuntimeContractPolicy, RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult,
+};
+
+/// The environment variable that overrides memory-limit discovery.
+pub(crate) const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
+
+const PROC_SELF_CGROUP: &str = "/proc/self/cgroup";
+const PROC_SELF_MOUNTINFO: &str = "/proc/self/mountinfo";
+const PROC_MEMINFO: &str = "/proc/meminfo";
+const CGROUP_V2_LIMIT_FILE: &str = "memory.max";
+const CGROUP_V1_LIMIT_FILE: &str = "memory.limit_in_bytes";
+/// cgroup v1 reports "no limit" as a page-aligned `i64::MAX`.
+const CGROUP_V1_UNLIMITED_FLOOR: u64 = 0x7FFF_FFFF_FFFF_F000;
+
+const DETECT: RuntimeOperation = RuntimeOperation::DetectProcessMemoryLimit;
+
+const fn memory_violation(policy: RuntimeContractPolicy) -> RuntimeContractViolation {
+    RuntimeContractViolation::InvalidMemoryLimit { policy }
+}
+
+/// `floor(bytes · numerator / denominator)` for `0 < numerator ≤ denominator`;
+/// `None` for any other fraction.
+const fn fraction_of(bytes: u64, numerator: u64, denominator: u64) -> Option<u64> {
+    if numerator == 0 || denominator == 0 || numerator > denominator {
+        return None;
+    }
+    // numerator ≤ denominator, so the quotient never exceeds `bytes`.
+    Some((bytes as u128 * numerator as u128 / denominator as u128) as u64)
+}
+
+/// Where a [`ProcessMemoryLimit`] came from.
+///
+/// The enum is non-exhaustive: new discovery sources may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MemoryLimitSource {
+    /// Supplied by the application ([`ProcessMemoryLimit::configured`]).
+    Configured,
+    /// The `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` environment variable.
+    Environment,
+    /// A cgroup v2 `memory.max` along the process's membership path.
+    CgroupV2,
+    /// A cgroup v1 `memory.limit_in_bytes` along the process's membership
+    /// path.
+    CgroupV1,
+    /// The host's physical memory (`MemTotal` of `/proc/meminfo`).
+    HostPhysicalMemory,
+}
+
+impl MemoryLimitSource {
+    /// The stable kebab-case label: `configured`, `environment`,
+    /// `cgroup-v2`, `cgroup-v1` or `host-physical-memory`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Configured => "configured",
+            Self::Environment => "environment",
+            Self::CgroupV2 => "cgroup-v2",
+            Self::CgroupV1 => "cgroup-v1",
+            Self::HostPhysicalMemory => "host-physical-memory",
+        }
+    }
+}
+
+impl fmt::Display for MemoryLimitSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A positive hard memory limit for the process and where it came from.
+///
+/// Obtain one by detection ([`detect`](Self::detect),
+/// [`detect_with_view`](Self::detect_with_view)) or from configuration
+/// ([`configured`](Self::configured)). The byte count is always positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessMemoryLimit {
+    bytes: u64,
+    source: MemoryLimitSource,
+}
+
+impl ProcessMemoryLimit {
+    /// Detects the limit from the real environment and, on Linux, the real
+    /// `/proc` and cgroup files, in the order given in the module docs.
+    ///
+    /// # Errors
+    ///
+    /// * [`RuntimeErrorKind::Configuration`](crate::RuntimeErrorKind::Configuration)
+    ///   if `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` is set but is not a
+    ///   positive integer;
+    /// * [`RuntimeErrorKind::Io`](crate::RuntimeErrorKind::Io) if an existing
+    ///   file could not be read;
+    /// * [`RuntimeErrorKind::Unsupported`](crate::RuntimeErrorKind::Unsupported)
+    ///   if no finite limit was found (always the case on non-Linux
+    ///   platforms without the environment variable).
+    ///
+    /// Every error is labelled [`RuntimeOperation::DetectProcessMemoryLimit`].
+    pub fn detect() -> RuntimeResult<Self> {
+        #[cfg(target_os = "linux")]
+        {
+            Self::detect_with_view(&HostMemoryFileView)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            match environment_value()? {
+                Some(value) => parse_environment_limit(&value),
+                None => Err(RuntimeError::unsupported(DETECT)),
+            }
+        }
+    }
+
+    /// Detects the limit from the real environment variable and the files
+    /// seen through `view` (on any platform), in the order given in the
+    /// module docs.
+    ///
+    /// # Errors
+    ///
+    /// As [`detect`](Self::detect); read errors are whatever `view` returns.
+    pub fn detect_with_view(view: &dyn MemoryFileView) -> RuntimeResult<Self> {
+        Self::detect_from(environment_value()?, view)
+    }
+
+    /// Detection with the environment value injected (`None` = unset), so
+    /// tests never touch the process environment.
+    pub(crate) fn detect_from(
+        environment: Option<String>,
+        view: &dyn MemoryFileView,
+    ) -> RuntimeResult<Self> {
+        if let Some(value) = environment {
+            return parse_environment_limit(&value);
+        }
+        if let Some(limit) = cgroup_limit(view)? {
+            return Ok(limit);
+        }
+        let meminfo = view.read_optional(Path::new(PROC_MEMINFO))?;
+        match meminfo.as_deref().and_then(parse_meminfo_total) {
+            Some(bytes) => Ok(Self::discovered(
+                bytes,
+                MemoryLimitSource::HostPhysicalMemory,
+            )),
+            None => Err(RuntimeError::unsupported(DETECT)),
+        }
+    }
+
+    /// A limit supplied by the application; its source is
+    /// [`MemoryLimitSource::Configured`].
+    ///
+    /// # Errors
+    ///
+    /// `bytes == 0` →
+    /// [`InvalidMemoryLimit`](RuntimeContractViolation::InvalidMemoryLimit)
+    /// with [`RuntimeContractPolicy::ConfiguredMemoryLimitPositive`].
+    pub const fn configured(bytes: u64) -> Result<Self, RuntimeContractViolation> {
+        if bytes == 0 {
+            return Err(memory_violation(
+                RuntimeContractPolicy::ConfiguredMemoryLimitPositive,
+            ));
+        }
+        Ok(Self::discovered(bytes, MemoryLimitSource::Configured))
+    }
+
+    const fn discovered(bytes: u64, source: MemoryLimitSource) -> Self {
+        debug_assert!(bytes > 0);
+        Self { bytes, source }
+    }
+
+    /// The limit in bytes (always positive).
+    pub const fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Where the limit came from.
+    pub const fn source(&self) -> MemoryLimitSource {
+        self.source
+    }
+
+    /// `floor(bytes · numerator / denominator)`, computed without overflow.
+    /// The result may be 0 for a tiny limit and fraction.
+    ///
+    /// # Errors
+    ///
+    /// `numerator == 0`, `denominator == 0` or `numerator > denominator` →
+    /// [`InvalidMemoryLimit`](RuntimeContractViolation::InvalidMemoryLimit)
+    /// with [`RuntimeContractPolicy::MemoryFractionPositiveAndBounded`].
+    pub const fn fraction(
+        &self,
+        numerator: u64,
+        denominator: u64,
+    ) -> Result<u64, RuntimeContractViolation> {
+        match fraction_of(self.bytes, numerator, denominator) {
+            Some(bytes) => Ok(bytes),
+            None => Err(memory_violation(
+                RuntimeContractPolicy::MemoryFractionPositiveAndBounded,
+            )),
+        }
+    }
+}
+
+/// Read access to the files memory discovery consults (`/proc/self/cgroup`,
+/// `/proc/self/mountinfo`, cgroup limit files, `/proc/meminfo`).
+///
+/// [`HostMemoryFileView`] reads the real files; tests supply fixture files.
+pub trait MemoryFileView: fmt::Debug + Send + Sync + 'static {
+    /// The whole contents of `path`, or `None` if the file does not exist.
+    ///
+    /// # Errors
+    ///
+    /// An existing file that cannot be read is an error (for the host view,
+    /// [`RuntimeError::io`] labelled
+    /// [`RuntimeOperation::DetectProcessMemoryLimit`]).
+    fn read_optional(&self, path: &Path) -> RuntimeResult<Option<String>>;
+}
+
+/// The production [`MemoryFileView`]: reads the real file system.
+///
+/// A missing file (or a path through a non-directory) is `Ok(None)`; any
+/// other failure, including contents that are not UTF-8, is an
+/// [`RuntimeErrorKind::Io`](crate::RuntimeErrorKind::Io) error labelled
+/// [`RuntimeOperation::DetectProcessMemoryLimit`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostMemoryFileView;
+
+impl MemoryFileView for HostMemoryFileView {
+    fn read_optional(&self, path: &Path) -> RuntimeResult<Option<String>> {
+        match std::fs::read_to_string(path) {
+            Ok(contents) => Ok(Some(contents)),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(RuntimeError::io(DETECT, error)),
+        }
+    }
+}
+
+/// What the managed (chargeable) memory budget should be, before headroom.
+///
+/// The enum is non-exhaustive. Build requests through
+/// [`ManagedMemoryPolicy`], which validates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ManagedMemoryRequest {
+    /// The whole effective limit (the default).
+    #[default]
+    WholeLimit,
+    /// A fixed number of bytes (clamped to the effective limit less
+    /// headroom).
+    ExplicitBytes(u64),
+    /// `floor(effective · numerator / denominator)`.
+    Fraction {
+        /// The fraction's numerator (`0 < numerator ≤ denominator`).
+        numerator: u64,
+        /// The fraction's denominator.
+        denominator: u64,
+    },
+}
+
+/// How the managed memory budget is derived from the effective limit: a
+/// [`ManagedMemoryRequest`] plus reserved headroom bytes.
+///
+/// The default takes the whole limit with no headroom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ManagedMemoryPolicy {
+    request: ManagedMemoryRequest,
+    headroom_bytes: u64,
+}
+
+impl ManagedMemoryPolicy {
+    /// The whole effective limit, no headroom (same as `Default`).
+    pub const fn whole_limit() -> Self {
+        Self {
+            request: ManagedMemoryRequest::WholeLimit,
+            headroom_bytes: 0,
+        }
+    }
+
+    /// A fixed managed budget of `bytes`, no headroom.
+    ///
+    /// # Errors
+    ///
+    /// `bytes == 0` →
+    /// [`InvalidMemoryLimit`](RuntimeContractViolation::InvalidMemoryLimit)
+    /// with [`RuntimeContractPolicy::ManagedMemoryBudgetPositive`].
+    pub const fn explicit_bytes(bytes: u64) -> Result<Self, RuntimeContractViolation> {
+        if bytes == 0 {
+            return Err(memory_violation(
+                RuntimeContractPolicy::ManagedMemoryBudgetPositive,
+            ));
+        }
+        Ok(Self {
+            request: ManagedMemoryRequest::ExplicitBytes(bytes),
+            headroom_bytes: 0,
+        })
+    }
+
+    /// A managed budget of `numerator / denominator` of the effective limit,
+    /// no headroom.
+    ///
+    /// # Errors
+    ///
+    /// `numerator == 0`, `denominator == 0` or `numerator > denominator` →
+    /// [`InvalidMemoryLimit`](RuntimeContractViolation::InvalidMemoryLimit)
+    /// with [`RuntimeContractPolicy::ManagedMemoryRatioPositiveAndBounded`].
+    pub const fn fraction(
+        numerator: u64,
+        denominator: u64,
+    ) -> Result<Self, RuntimeContractViolation> {
+        if numerator == 0 || denominator == 0 || numerator > denominator {
+            return Err(memory_violation(
+                RuntimeContractPolicy::ManagedMemoryRatioPositiveAndBounded,
+            ));
+        }
+        Ok(Self {
+            request: ManagedMemoryRequest::Fraction {
+                numerator,
+                denominator,
+            },
+            headroom_bytes: 0,
+        })
+    }
+
+    /// The same request with `headroom_bytes` of the effective limit kept
+    /// out of the managed budget (replacing any earlier headroom).
+    #[must_use]
+    pub const fn with_headroom(self, headroom_bytes: u64) -> Self {
+        Self {
+            request: self.request,
+            headroom_bytes,
+        }
+    }
+
+    /// The requested managed budget.
+    pub const fn request(&self) -> ManagedMemoryRequest {
+        self.request
+    }
+
+    /// The bytes of the effective limit reserved outside the managed budget.
+    pub const fn headroom_bytes(&self) -> u64 {
+        self.headroom_bytes
+    }
+}
+
+/// The resolved memory numbers: the detected limit (kept for reporting),
+/// the effective limit, the requested and the granted managed bytes.
+///
+/// `managed = min(requested, effective − headroom)` and is always positive,
+/// where `effective = min(detected, configured)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ManagedMemoryBudget {
+    detected: ProcessMemoryLimit,
+    effective_limit_bytes: u64,
+    requested_managed_bytes: u64,
+    managed_bytes: u64,
+}
+
+impl ManagedMemoryBudget {
+    /// Resolves the managed budget.
+    ///
+    /// The effective limit is the smaller of `detected` and `configured`
+    /// (when given). The request becomes bytes (the whole effective limit,
+    /// the explicit count, or the floored fraction of the effective limit),
+    /// and the managed budget is the smaller of that and the effective limit
+    /// less the policy's headroom.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidMemoryLimit`](RuntimeContractViolation::InvalidMemoryLimit)
+    /// with
+    /// * [`ManagedMemoryHeadroomBelowEffectiveLimit`](RuntimeContractPolicy::ManagedMemoryHeadroomBelowEffectiveLimit)
+    ///   if the headroom exceeds the effective limit;
+    /// * [`ManagedMemoryBudgetPositive`](RuntimeContractPolicy::ManagedMemoryBudgetPositive)
+    ///   if the managed budget would be 0.
+    pub fn resolve(
+        detected: ProcessMemoryLimit,
+        configured: Option<ProcessMemoryLimit>,
+        policy: ManagedMemoryPolicy,
+    ) -> Result<Self, RuntimeContractViolation> {
+        let effective = configured.map_or(detected.bytes(), |limit| {
+            limit.bytes().min(detected.bytes())
+        });
+        let requested = match policy.request() {
+            ManagedMemoryRequest::WholeLimit => effective,
+            ManagedMemoryRequest::ExplicitBytes(bytes) => bytes,
+            ManagedMemoryRequest::Fraction {
+                numerator,
+                denominator,
+            } => fraction_of(effective, numerator, denominator).ok_or(memory_violation(
+                RuntimeContractPolicy::ManagedMemoryRatioPositiveAndBounded,
+            ))?,
+        };
+        let available = effective
+            .checked_sub(policy.headroom_bytes())
+            .ok_or(memory_violation(
+                RuntimeContractPolicy::ManagedMemoryHeadroomBelowEffectiveLimit,
+            ))?;
+        let managed = requested.min(available);
+        if managed == 0 {
+            return Err(memory_violation(
+                RuntimeContractPolicy::ManagedMemoryBudgetPositive,
+            ));
+        }
+        Ok(Self {
+            detected,
+            effective_limit_bytes: effective,
+            requested_managed_bytes: requested,
+            managed_bytes: managed,
+        })
+    }
+
+    /// The detected limit, unchanged by configuration or policy.
+    pub const fn detected(&self) -> ProcessMemoryLimit {
+        self.detected
+    }
+
+    /// `min(detected, configured)` in bytes.
+    pub const fn effective_limit_bytes(&self) -> u64 {
+        self.effective_limit_bytes
+    }
+
+    /// What the policy asked for, in bytes, before headroom and clamping.
+    pub const fn requested_managed_bytes(&self) -> u64 {
+        self.requested_managed_bytes
+    }
+
+    /// The chargeable budget: `min(requested, effective − headroom)`,
+    /// always positive.
+    pub const fn managed_bytes(&self) -> u64 {
+        self.managed_bytes
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Environment
+// ---------------------------------------------------------------------------
+
+/// The raw environment value; a non-UTF-8 value is a configuration error.
+fn environment_value() -> RuntimeResult<Option<String>> {
+    match std::env::var_os(PROCESS_MEMORY_LIMIT_ENV) {
+        None => Ok(None),
+        Some(value) => value
+            .into_string()
+            .map(Some)
+            .map_err(|_| RuntimeError::configuration(DETECT)),
+    }
+}
+
+fn parse_environment_limit(value: &str) -> RuntimeResult<ProcessMemoryLimit> {
+    match value.trim().parse::<u64>() {
+        Ok(bytes) if bytes > 0 => Ok(ProcessMemoryLimit::discovered(
+            bytes,
+            MemoryLimitSource::Environment,
+        )),
+        _ => Err(RuntimeError::configuration(DETECT)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// cgroups
+// ---------------------------------------------------------------------------
+
+/// The process's membership paths from `/proc/self/cgroup`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct CgroupMembership {
+    /// The unified (v2) hierarchy path, from the `0::/path` line.
+    v2: Option<String>,
+    /// The path in the v1 hierarchy carrying the `memory` controller.
+    v1_memory: Option<String>,
+}
+
+fn parse_cgroup_membership(text: &str) -> CgroupMembership {
+    let mut membership = CgroupMembership::default();
+    for line in text.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if !path.starts_with('/') || id.parse::<u32>().is_err() {
+            continue;
+        }
+        if id == "0" && controllers.is_empty() {
+            membership.v2.get_or_insert_with(|| path.to_owned());
+        } else if id != "0" && controllers.split(',').any(|c| c == "memory") {
+            membership.v1_memory.get_or_insert_with(|| path.to_owned());
+        }
+    }
+    membership
+}
+
+/// One line of `/proc/self/mountinfo`, reduced to what discovery needs.
+#[derive(Debug, PartialEq, Eq)]
+struct MountEntry {
+    /// The path, inside the mounted file system, that is mounted.
+    root: String,
+    mount_point: PathBuf,
+    fs_type: String,
+    super_options: String,
+}
+
+impl MountEntry {
+    fn is_cgroup_v2(&self) -> bool {
+        self.fs_type == "cgroup2"
+    }
+
+    fn is_cgroup_v1_memory(&self) -> bool {
+        self.fs_type == "cgroup" && self.super_options.split(',').any(|o| o == "memory")
+    }
+}
+
+/// `id parent major:minor root mount-point options [optional…] - type source super-options`
+fn parse_mountinfo_line(line: &str) -> Option<MountEntry> {
+    let (before, after) = line.split_once(" - ")?;
+    let before: Vec<&str> = before.split_whitespace().collect();
+    if before.len() < 6 {
+        return None;
+    }
+    let mut after = after.split_whitespace();
+    let fs_type = after.next()?;
+    let _source = after.next()?;
+    let super_options = after.next()?;
+    Some(MountEntry {
+        root: unescape_mountinfo(before[3])?,
+        mount_point: PathBuf::from(unescape_mountinfo(before[4])?),
+        fs_type: fs_type.to_owned(),
+        super_options: super_options.to_owned(),
+    })
+}
+
+/// Decodes mountinfo's `\ooo` octal escapes; `None` for a broken escape or
+/// a result that is not UTF-8.
+fn unescape_mountinfo(field: &str) -> Option<String> {
+    let bytes = field.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] != b'\\' {
+            decoded.push(bytes[index]);
+            index += 1;
+            continue;
+        }
+        let digits = bytes.get(index + 1..index + 4)?;
+        let mut value: u32 = 0;
+        for &digit in digits {
+            if !(b'0'..=b'7').contains(&digit) {
+                return None;
+            }
+            value = value * 8 + u32::from(digit - b'0');
+        }
+        decoded.push(u8::try_from(value).ok()?);
+        index += 4;
+    }
+    String::from_utf8(decoded).ok()
+}
+
+/// The non-empty components of an absolute cgroup path; `None` if it holds
+/// `.` or `..` (for example a path outside the cgroup namespace).
+fn cgroup_components(path: &str) -> Option<Vec<&str>> {
+    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    if components.iter().any(|c| *c == "." || *c == "..") {
+        return None;
+    }
+    Some(components)
+}
+
+/// The directories to read for `membership`, from the membership directory
+/// up to the mount point, using the matching mount with the widest view
+/// (the shortest root that contains the membership path). `None` if no
+/// mount shows the membership path.
+fn cgroup_directories(
+    mounts: &[MountEntry],
+    membership: &str,
+    matches: fn(&MountEntry) -> bool,
+) -> Option<Vec<PathBuf>> {
+    let member = cgroup_components(membership)?;
+    let (mount, root_len) = mounts
+        .iter()
+        .filter(|mount| matches(mount))
+        .filter_map(|mount| {
+            let root = cgroup_components(&mount.root)?;
+            member.starts_with(&root).then_some((mount, root.len()))
+        })
+        .min_by_key(|(_, root_len)| *root_len)?;
+    let mut directory = mount.mount_point.clone();
+    let mut directories = vec![directory.clone()];
+    for component in &member[root_len..] {
+        directory.push(component);
+        directories.push(directory.clone());
+    }
+    directories.reverse();
+    Some(directories)
+}
+
+/// The smallest finite limit in `file` across `directories`.
+fn smallest_limit(
+    view: &dyn MemoryFileView,
+    directories: &[PathBuf],
+    file: &str,
+    parse: fn(&str) -> Option<u64>,
+) -> RuntimeResult<Option<u64>> {
+    let mut smallest: Option<u64> = None;
+    for directory in directories {
+        if let Some(text) = view.read_optional(&directory.join(file))? {
+            if let Some(limit) = parse(&text) {
+                smallest = Some(smallest.map_or(limit, |current| current.min(limit)));
+            }
+        }
+    }
+    Ok(smallest)
+}
+
+/// cgroup v2 `memory.max`: `max` is unlimited; 0 or garbage is ignored.
+fn parse_cgroup_v2_limit(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if text == "max" {
+        return None;
+    }
+    text.parse::<u64>().ok().filter(|bytes| *bytes > 0)
+}
+
+/// cgroup v1 `memory.limit_in_bytes`: values at or above the unlimited
+/// floor are unlimited; 0 or garbage is ignored.
+fn parse_cgroup_v1_limit(text: &str) -> Option<u64> {
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|bytes| *bytes > 0 && *bytes < CGROUP_V1_UNLIMITED_FLOOR)
+}
+
+fn hierarchy_limit(
+    view: &dyn MemoryFileView,
+    mounts: &[MountEntry],
+    membership: Option<&str>,
+    matches: fn(&MountEntry) -> bool,
+    file: &str,
+    parse: fn(&str) -> Option<u64>,
+) -> RuntimeResult<Option<u64>> {
+    match membership.and_then(|path| cgroup_directories(mounts, path, matches)) {
+        Some(directories) => smallest_limit(view, &directories, file, parse),
+        None => Ok(None),
+    }
+}
+
+/// The smallest finite cgroup limit visible to the process, v2 on a tie.
+fn cgroup_limit(view: &dyn MemoryFileView) -> RuntimeResult<Option<ProcessMemoryLimit>> {
+    let Some(cgroup) = view.read_optional(Path::new(PROC_SELF_CGROUP))? else {
+        return Ok(None);
+    };
+    let membership = parse_cgroup_membership(&cgroup);
+    if membership == CgroupMembership::default() {
+        return Ok(None);
+    }
+    let Some(mountinfo) = view.read_optional(Path::new(PROC_SELF_MOUNTINFO))? else {
+        return Ok(None);
+    };
+    let mounts: Vec<MountEntry> = mountinfo.lines().filter_map(parse_mountinfo_line).collect();
+    let v2 = hierarchy_limit(
+        view,
+        &mounts,
+        membership.v2.as_deref(),
+        MountEntry::is_cgroup_v2,
+        CGROUP_V2_LIMIT_FILE,
+        parse_cgroup_v2_limit,
+    )?;
+    let v1 = hierarchy_limit(
+        view,
+        &mounts,
+        membership.v1_memory.as_deref(),
+        MountEntry::is_cgroup_v1_memory,
+        CGROUP_V1_LIMIT_FILE,
+        parse_cgroup_v1_limit,
+    )?;
+    let winner = match (v2, v1) {
+        (Some(v2), Some(v1)) if v1 < v2 => Some((v1, MemoryLimitSource::CgroupV1)),
+        (Some(v2), _) => Some((v2, MemoryLimitSource::CgroupV2)),
+        (None, Some(v1)) => Some((v1, MemoryLimitSource::CgroupV1)),
+        (None, None) => None,
+    };
+    Ok(winner.map(|(bytes, source)| ProcessMemoryLimit::discovered(bytes, source)))
+}
+
+// ---------------------------------------------------------------------------
+// Host memory
+// ---------------------------------------------------------------------------
+
+/// `MemTotal:  <n> kB` of `/proc/meminfo`, in bytes; malformed lines are
+/// skipped.
+fn parse_meminfo_total(text: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut fields = line.strip_prefix("MemTotal:")?.split_whitespace();
+        let kibibytes = fields.next()?.parse::<u64>().ok()?;
+        if fields.next()? != "kB" || fields.next().is_some() {
+            return None;
+        }
+        kibibytes.checked_mul(1024).filter(|bytes| *bytes > 0)
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::error::RuntimeErrorKind;
+
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+
+    const ROOT_MOUNT: &str = "25 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw";
+    const V2_MOUNT: &str = "30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime \
+                            shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot";
+    const V1_CPU_MOUNT: &str = "34 30 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:12 \
+                                - cgroup cgroup rw,cpu,cpuacct";
+    const V1_MEMORY_MOUNT: &str = "35 30 0:30 / /sys/fs/cgroup/memory rw,nosuid shared:13 \
+                                   - cgroup cgroup rw,memory";
+    const HYBRID_V2_MOUNT: &str = "31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid shared:5 \
+                                   - cgroup2 cgroup2 rw,nsdelegate";
+    const MEMINFO: &str = "MemTotal:       16314932 kB\nMemFree:         1000000 kB\n";
+    const MEMINFO_BYTES: u64 = 16_314_932 * 1024;
+
+    /// An in-memory file system; `unreadable` paths fail like a permission
+    /// error.
+    #[derive(Debug, Default)]
+    struct FixtureView {
+        files: HashMap<PathBuf, String>,
+        unreadable: Vec<PathBuf>,
+    }
+
+    impl FixtureView {
+        fn with(mut self, path: &str, contents: &str) -> Self {
+            self.files.insert(PathBuf::from(path), contents.to_owned());
+            self
+        }
+
+        fn mounts(self, lines: &[&str]) -> Self {
+            self.with(PROC_SELF_MOUNTINFO, &lines.join("\n"))
+        }
+
+        fn unreadable(mut self, path: &str) -> Self {
+            self.unreadable.push(PathBuf::from(path));
+            self
+        }
+    }
+
+    impl MemoryFileView for FixtureView {
+        fn read_optional(&self, path: &Path) -> RuntimeResult<Option<String>> {
+            if self.unreadable.iter().any(|p| p == path) {
+                let error = io::Error::new(io::ErrorKind::PermissionDenied, "fixture");
+                return Err(RuntimeError::io(DETECT, error));
+            }
+            Ok(self.files.get(path).cloned())
+        }
+    }
+
+    fn detect(view: &FixtureView) -> RuntimeResult<ProcessMemoryLimit> {
+        ProcessMemoryLimit::detect_from(None, view)
+    }
+
+    fn detected(view: &FixtureView) -> ProcessMemoryLimit {
+        detect(view).expect("detection succeeds")
+    }
+
+    fn from_env(value: &str, view: &FixtureView) -> ProcessMemoryLimit {
+        ProcessMemoryLimit::detect_from(Some(value.to_owned()), view).expect("valid value")
+    }
+
+    fn limit(bytes: u64, source: MemoryLimitSource) -> ProcessMemoryLimit {
+        ProcessMemoryLimit::discovered(bytes, source)
+    }
+
+    fn assert_error(result: RuntimeResult<ProcessMemoryLimit>, kind: RuntimeErrorKind) {
+        let error = result.expect_err("detection must fail");
+        assert_eq!(error.kind(), kind);
+        assert_eq!(error.operation(), DETECT);
+    }
+
+    fn memory_error(policy: RuntimeContractPolicy) -> RuntimeContractViolation {
+        RuntimeContractViolation::InvalidMemoryLimit { policy }
+    }
+
+    fn v2_host() -> FixtureView {
+        FixtureView::default()
+            .with(PROC_SELF_CGROUP, "0::/a/b/c\n")
+            .mounts(&[ROOT_MOUNT, V2_MOUNT])
+            .with(PROC_MEMINFO, MEMINFO)
+    }
+
+    fn v1_host() -> FixtureView {
+        FixtureView::default()
+            .with(
+                PROC_SELF_CGROUP,
+                "12:memory:/docker/abc\n11:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n",
+            )
+            .mounts(&[ROOT_MOUNT, V1_CPU_MOUNT, V1_MEMORY_MOUNT])
+            .with(PROC_MEMINFO, MEMINFO)
+    }
+
+    fn hybrid_host(v2: &str, v1: &str) -> FixtureView {
+        FixtureView::default()
+            .with(
+                PROC_SELF_CGROUP,
+                "12:memory:/svc\n1:name=systemd:/svc\n0::/svc\n",
+            )
+            .mounts(&[ROOT_MOUNT, V1_MEMORY_MOUNT, HYBRID_V2_MOUNT])
+            .with("/sys/fs/cgroup/unified/svc/memory.max", v2)
+            .with("/sys/fs/cgroup/memory/svc/memory.limit_in_bytes", v1)
+            .with(PROC_MEMINFO, MEMINFO)
+    }
+
+    #[test]
+    fn source_labels_are_stable() {
+        let cases = [
+            (MemoryLimitSource::Configured, "configured"),
+            (MemoryLimitSource::Environment, "environment"),
+            (MemoryLimitSource::CgroupV2, "cgroup-v2"),
+            (MemoryLimitSource::CgroupV1, "cgroup-v1"),
+            (
+                MemoryLimitSource::HostPhysicalMemory,
+                "host-physical-memory",
+            ),
+        ];
+        for (source, label) in cases {
+            assert_eq!(source.as_str(), label);
+            assert_eq!(source.to_string(), label);
+        }
+    }
+
+    #[test]
+    fn cgroup_v2_smallest_limit_along_the_path_wins_and_max_is_ignored() {
+        let view = v2_host()
+            .with("/sys/fs/cgroup/memory.max", "max\n")
+            .with("/sys/fs/cgroup/a/memory.max", "1073741824\n")
+            .with("/sys/fs/cgroup/a/b/memory.max", "max\n")
+            .with("/sys/fs/cgroup/a/b/c/memory.max", "2147483648\n")
+            .with("/sys/fs/cgroup/other/memory.max", "1024\n");
+        assert_eq!(detected(&view), limit(GIB, MemoryLimitSource::CgroupV2));
+
+        let deeper = v2_host()
+            .with("/sys/fs/cgroup/a/memory.max", "2147483648")
+            .with("/sys/fs/cgroup/a/b/c/memory.max", "536870912");
+        assert_eq!(
+            detected(&deeper),
+            limit(512 * MIB, MemoryLimitSource::CgroupV2)
+        );
+    }
+
+    #[test]
+    fn cgroup_v2_without_finite_limits_falls_back_to_host_memory() {
+        let view = v2_host()
+            .with("/sys/fs/cgroup/a/memory.max", "max")
+            .with("/sys/fs/cgroup/a/b/c/memory.max", "max\n");
+        assert_eq!(
+            detected(&view),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+    }
+
+    #[test]
+    fn cgroup_v2_membership_is_relative_to_the_mount_root() {
+        // A container: the mount shows the cgroup `/kubepods/pod1` at
+        // /sys/fs/cgroup, so only `c` below it and the mount point are read.
+        let mount = "40 25 0:26 /kubepods/pod1 /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw";
+        let view = FixtureView::default()
+            .with(PROC_SELF_CGROUP, "0::/kubepods/pod1/c\n")
+            .mounts(&[ROOT_MOUNT, mount])
+            .with("/sys/fs/cgroup/memory.max", "805306368\n")
+            .with("/sys/fs/cgroup/c/memory.max", "max\n")
+            .with("/sys/fs/cgroup/kubepods/pod1/memory.max", "1024\n")
+            .with(PROC_MEMINFO, MEMINFO);
+        assert_eq!(
+            detected(&view),
+            limit(768 * MIB, MemoryLimitSource::CgroupV2)
+        );
+
+        // Membership equal to the mount root: only the mount point is read.
+        let own = FixtureView::default()
+            .with(PROC_SELF_CGROUP, "0::/kubepods/pod1\n")
+            .mounts(&[mount])
+            .with("/sys/fs/cgroup/memory.max", "805306368\n");
+        assert_eq!(
+            detected(&own),
+            limit(768 * MIB, MemoryLimitSource::CgroupV2)
+        );
+    }
+
+    #[test]
+    fn cgroup_v2_mount_with_the_widest_view_is_used() {
+        let narrow = "41 25 0:26 /a/b /mnt/narrow rw - cgroup2 cgroup2 rw";
+        let view = v2_host()
+            .mounts(&[narrow, V2_MOUNT])
+            .with("/sys/fs/cgroup/a/memory.max", "4096\n")
+            .with("/mnt/narrow/c/memory.max", "8192\n");
+        assert_eq!(detected(&view), limit(4096, MemoryLimitSource::CgroupV2));
+    }
+
+    #[test]
+    fn cgroup_membership_outside_every_mount_is_not_read() {
+        let sibling = "40 25 0:26 /other /sys/fs/cgroup rw - cgroup2 cgroup2 rw";
+        let view = FixtureView::default()
+            .with(PROC_SELF_CGROUP, "0::/mine\n")
+            .mounts(&[sibling])
+            .with("/sys/fs/cgroup/memory.max", "4096\n")
+            .with(PROC_MEMINFO, MEMINFO);
+        assert_eq!(
+            detected(&view),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+
+        let escaped = view.with(PROC_SELF_CGROUP, "0::/../mine\n");
+        assert_eq!(
+            detected(&escaped),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+    }
+
+    #[test]
+    fn cgroup_v1_unlimited_marker_is_ignored() {
+        let view = v1_host()
+            .with(
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            )
+            .with(
+                "/sys/fs/cgroup/memory/docker/memory.limit_in_bytes",
+                "536870912\n",
+            )
+            .with(
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                "9223372036854775807\n",
+            );
+        assert_eq!(
+            detected(&view),
+            limit(512 * MIB, MemoryLimitSource::CgroupV1)
+        );
+    }
+
+    #[test]
+    fn cgroup_v1_unlimited_floor_is_exact() {
+        let at_floor = v1_host().with(
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+            &CGROUP_V1_UNLIMITED_FLOOR.to_string(),
+        );
+        assert_eq!(
+            detected(&at_floor).source(),
+            MemoryLimitSource::HostPhysicalMemory
+        );
+        let below = CGROUP_V1_UNLIMITED_FLOOR - 1;
+        let below_floor = v1_host().with(
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+            &below.to_string(),
+        );
+        assert_eq!(
+            detected(&below_floor),
+            limit(below, MemoryLimitSource::CgroupV1)
+        );
+    }
+
+    #[test]
+    fn cgroup_v1_memory_controller_may_share_a_hierarchy() {
+        let mount = "35 30 0:30 / /sys/fs/cgroup/memory,blkio rw - cgroup cgroup rw,blkio,memory";
+        let view = FixtureView::default()
+            .with(PROC_SELF_CGROUP, "7:blkio,memory:/job\n")
+            .mounts(&[V1_CPU_MOUNT, mount])
+            .with(
+                "/sys/fs/cgroup/memory,blkio/job/memory.limit_in_bytes",
+                "1048576\n",
+            );
+        assert_eq!(detected(&view), limit(MIB, MemoryLimitSource::CgroupV1));
+    }
+
+    #[test]
+    fn hybrid_reports_the_smaller_hierarchy() {
+        let v1_wins = hybrid_host("max\n", "268435456\n");
+        assert_eq!(
+            detected(&v1_wins),
+            limit(256 * MIB, MemoryLimitSource::CgroupV1)
+        );
+        let v2_wins = hybrid_host("134217728\n", "268435456\n");
+        assert_eq!(
+            detected(&v2_wins),
+            limit(128 * MIB, MemoryLimitSource::CgroupV2)
+        );
+        let v1_smaller = hybrid_host("268435456\n", "134217728\n");
+        assert_eq!(
+            detected(&v1_smaller),
+            limit(128 * MIB, MemoryLimitSource::CgroupV1)
+        );
+        let tie = hybrid_host("134217728\n", "134217728\n");
+        assert_eq!(
+            detected(&tie),
+            limit(128 * MIB, MemoryLimitSource::CgroupV2)
+        );
+        let neither = hybrid_host("max\n", "9223372036854771712\n");
+        assert_eq!(
+            detected(&neither),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+    }
+
+    #[test]
+    fn environment_overrides_every_file() {
+        let view = v2_host().with("/sys/fs/cgroup/a/memory.max", "4096\n");
+        assert_eq!(
+            from_env("1073741824", &view),
+            limit(GIB, MemoryLimitSource::Environment)
+        );
+        assert_eq!(
+            from_env(" 4096\n", &view),
+            limit(4096, MemoryLimitSource::Environment)
+        );
+
+        // The environment is consulted before any file is read.
+        let broken = FixtureView::default().unreadable(PROC_SELF_CGROUP);
+        assert_eq!(
+            from_env("4096", &broken),
+            limit(4096, MemoryLimitSource::Environment)
+        );
+    }
+
+    #[test]
+    fn invalid_environment_value_is_a_configuration_error() {
+        let view = v2_host();
+        for value in [
+            "",
+            "  ",
+            "0",
+            "-1",
+            "abc",
+            "1.5",
+            "1 GiB",
+            "18446744073709551616",
+        ] {
+            let result = ProcessMemoryLimit::detect_from(Some(value.to_owned()), &view);
+            assert_error(result, RuntimeErrorKind::Configuration);
+        }
+    }
+
+    #[test]
+    fn malformed_cgroup_files_are_skipped() {
+        let cgroup = "garbage\n::\n:memory\nx:memory:/bad\n0::relative\n\n0::/a/b/c\n";
+        let mountinfo = [
+            "",
+            "not a mountinfo line",
+            "1 2 3 - cgroup2",
+            "1 2 0:1 / /x rw - cgroup2",
+            "1 2 0:1 /\\9 /x rw - cgroup2 cgroup2 rw",
+            "1 2 0:1 / /x\\04 rw - cgroup2 cgroup2 rw",
+            V2_MOUNT,
+        ];
+        let view = FixtureView::default()
+            .with(PROC_SELF_CGROUP, cgroup)
+            .mounts(&mountinfo)
+            .with("/sys/fs/cgroup/a/memory.max", "4096\n");
+        assert_eq!(detected(&view), limit(4096, MemoryLimitSource::CgroupV2));
+    }
+
+    #[test]
+    fn malformed_limit_files_are_ignored() {
+        for contents in [
+            "",
+            "\n",
+            "garbage",
+            "0",
+            "-1",
+            "12 34",
+            "99999999999999999999",
+            "MAX",
+        ] {
+            let view = v2_host()
+                .with("/sys/fs/cgroup/a/memory.max", contents)
+                .with("/sys/fs/cgroup/a/b/memory.max", "8192\n");
+            assert_eq!(
+                detected(&view),
+                limit(8192, MemoryLimitSource::CgroupV2),
+                "{contents:?}"
+            );
+            let v1 = v1_host().with(
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                contents,
+            );
+            assert_eq!(
+                detected(&v1),
+                limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory),
+                "{contents:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn parsers_never_panic_on_odd_input() {
+        let inputs = [
+            "",
+            "\\",
+            "\\0",
+            "\\04",
+            "\\777",
+            "\\400 - cgroup2 a b",
+            "1 2 3 4 5 6 - ",
+            " - - - - - - - ",
+            "0:",
+            "0::",
+            "0::/",
+            "ü:memory:/ä",
+            "MemTotal:",
+            "MemTotal: kB",
+            "MemTotal: 18446744073709551615 kB",
+            "\u{0}\u{1}",
+        ];
+        for input in inputs {
+            let _ = parse_cgroup_membership(input);
+            let _ = parse_mountinfo_line(input);
+            let _ = unescape_mountinfo(input);
+            let _ = cgroup_components(input);
+            let _ = parse_cgroup_v1_limit(input);
+            let _ = parse_cgroup_v2_limit(input);
+            let _ = parse_meminfo_total(input);
+            let view = FixtureView::default()
+                .with(PROC_SELF_CGROUP, input)
+                .with(PROC_SELF_MOUNTINFO, input)
+                .with(PROC_MEMINFO, input);
+            let _ = detect(&view);
+        }
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        let line = "50 25 0:26 / /run/my\\040cgroup rw shared:9 - cgroup2 none rw";
+        let mount = parse_mountinfo_line(line).expect("valid line");
+        assert_eq!(mount.mount_point, PathBuf::from("/run/my cgroup"));
+        assert_eq!(mount.root, "/");
+        assert!(mount.is_cgroup_v2());
+        assert_eq!(
+            unescape_mountinfo("a\\134b\\011"),
+            Some("a\\b\t".to_owned())
+        );
+        assert_eq!(unescape_mountinfo("\\400"), None);
+    }
+
+    #[test]
+    fn host_memory_is_the_fallback() {
+        let view = FixtureView::default().with(PROC_MEMINFO, MEMINFO);
+        assert_eq!(
+            detected(&view),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+        // cgroup membership without a cgroup mount also falls back.
+        let unmounted = view.with(PROC_SELF_CGROUP, "0::/a\n").mounts(&[ROOT_MOUNT]);
+        assert_eq!(
+            detected(&unmounted),
+            limit(MEMINFO_BYTES, MemoryLimitSource::HostPhysicalMemory)
+        );
+        let later = FixtureView::default().with(PROC_MEMINFO, "MemFree: 1 kB\nMemTotal: 2 kB\n");
+        assert_eq!(
+            detected(&later),
+            limit(2048, MemoryLimitSource::HostPhysicalMemory)
+        );
+    }
+
+    #[test]
+    fn nothing_finite_is_unsupported() {
+        assert_error(
+            detect(&FixtureView::default()),
+            RuntimeErrorKind::Unsupported,
+        );
+        for meminfo in [
+            "",
+            "MemTotal: 0 kB",
+            "MemTotal: 12 MB",
+            "MemTotal: 12",
+            "MemTotal: 12 kB extra",
+            "MemTotal: 18446744073709551615 kB",
+            "MemFree: 12 kB",
+        ] {
+            let view = v2_host()
+                .with("/sys/fs/cgroup/a/memory.max", "max\n")
+                .with(PROC_MEMINFO, meminfo);
+            assert_error(detect(&view), RuntimeErrorKind::Unsupported);
+        }
+    }
+
+    #[test]
+    fn unreadable_files_stop_detection() {
+        for path in [
+            PROC_SELF_CGROUP,
+            PROC_SELF_MOUNTINFO,
+            "/sys/fs/cgroup/a/b/memory.max",
+            PROC_MEMINFO,
+        ] {
+            let view = v2_host().unreadable(path);
+            assert_error(detect(&view), RuntimeErrorKind::Io);
+        }
+    }
+
+    #[test]
+    fn host_view_reads_real_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("memory.max");
+        std::fs::write(&file, "max\n").expect("write fixture");
+        let view = HostMemoryFileView;
+        let read = |path: &Path| view.read_optional(path).expect("readable or missing");
+        assert_eq!(read(&file), Some("max\n".to_owned()));
+        assert_eq!(read(&dir.path().join("missing")), None);
+        assert_eq!(
+            read(&file.join("below-a-file")),
+            None,
+            "a path through a regular file does not exist"
+        );
+        let error = view
+            .read_optional(dir.path())
+            .expect_err("a directory is unreadable");
+        assert_eq!(error.kind(), RuntimeErrorKind::Io);
+        assert_eq!(error.operation(), DETECT);
+    }
+
+    #[test]
+    fn real_detection_reports_a_positive_limit_or_a_labelled_error() {
+        match ProcessMemoryLimit::detect() {
+            Ok(limit) => assert!(limit.bytes() > 0),
+            Err(error) => assert_eq!(error.operation(), DETECT),
+        }
+    }
+
+    #[test]
+    fn configured_limit_must_be_positive() {
+        assert_eq!(
+            ProcessMemoryLimit::configured(0),
+            Err(memory_error(
+                RuntimeContractPolicy::ConfiguredMemoryLimitPositive
+            ))
+        );
+        let configured = ProcessMemoryLimit::configured(4096).expect("positive");
+        assert_eq!(configured.bytes(), 4096);
+        assert_eq!(configured.source(), MemoryLimitSource::Configured);
+    }
+
+    #[test]
+    fn fraction_is_floored_and_bounded() {
+        let invalid = Err(memory_error(
+            RuntimeContractPolicy::MemoryFractionPositiveAndBounded,
+        ));
+        let limit = ProcessMemoryLimit::configured(1000).expect("positive");
+        assert_eq!(limit.fraction(0, 1), invalid);
+        assert_eq!(limit.fraction(1, 0), invalid);
+        assert_eq!(limit.fraction(0, 0), invalid);
+        assert_eq!(limit.fraction(3, 2), invalid);
+        assert_eq!(limit.fraction(1, 1), Ok(1000));
+        assert_eq!(limit.fraction(1, 3), Ok(333));
+        assert_eq!(limit.fraction(2, 3), Ok(666));
+        let tiny = ProcessMemoryLimit::configured(1).expect("positive");
+        assert_eq!(tiny.fraction(1, 2), Ok(0));
+        let huge = ProcessMemoryLimit::configured(u64::MAX).expect("positive");
+        assert_eq!(huge.fraction(u64::MAX, u64::MAX), Ok(u64::MAX));
+        assert_eq!(huge.fraction(u64::MAX - 1, u64::MAX), Ok(u64::MAX - 1));
+        assert_eq!(huge.fraction(1, 2), Ok(u64::MAX / 2));
+    }
+
+    #[test]
+    fn policy_constructors_validate() {
+        assert_eq!(
+            ManagedMemoryPolicy::default(),
+            ManagedMemoryPolicy::whole_limit()
+        );
+        let whole = ManagedMemoryPolicy::whole_limit();
+        assert_eq!(whole.request(), ManagedMemoryRequest::WholeLimit);
+        assert_eq!(whole.headroom_bytes(), 0);
+        assert_eq!(
+            ManagedMemoryRequest::default(),
+            ManagedMemoryRequest::WholeLimit
+        );
+
+        assert_eq!(
+            ManagedMemoryPolicy::explicit_bytes(0),
+            Err(memory_error(
+                RuntimeContractPolicy::ManagedMemoryBudgetPositive
+            ))
+        );
+        let explicit = ManagedMemoryPolicy::explicit_bytes(64).expect("positive");
+        assert_eq!(explicit.request(), ManagedMemoryRequest::ExplicitBytes(64));
+
+        let ratio = Err(memory_error(
+            RuntimeContractPolicy::ManagedMemoryRatioPositiveAndBounded,
+        ));
+        assert_eq!(ManagedMemoryPolicy::fraction(0, 4), ratio);
+        assert_eq!(ManagedMemoryPolicy::fraction(1, 0), ratio);
+        assert_eq!(ManagedMemoryPolicy::fraction(5, 4), ratio);
+        let fraction = ManagedMemoryPolicy::fraction(3, 4)
+            .expect("bounded")
+            .with_headroom(10)
+            .with_headroom(20);
+        assert_eq!(
+            fraction.request(),
+            ManagedMemoryRequest::Fraction {
+                numerator: 3,
+                denominator: 4
+            }
+        );
+        assert_eq!(fraction.headroom_bytes(), 20);
+    }
+
+    fn resolve(
+        detected: u64,
+        configured: Option<u64>,
+        policy: ManagedMemoryPolicy,
+    ) -> Result<ManagedMemoryBudget, RuntimeContractViolation> {
+        let detected = limit(detected, MemoryLimitSource::CgroupV2);
+        let configured =
+            configured.map(|bytes| ProcessMemoryLimit::configured(bytes).expect("positive"));
+        ManagedMemoryBudget::resolve(detected, configured, policy)
+    }
+
+    fn numbers(budget: ManagedMemoryBudget) -> (u64, u64, u64) {
+        (
+            budget.effective_limit_bytes(),
+            budget.requested_managed_bytes(),
+            budget.managed_bytes(),
+        )
+    }
+
+    #[test]
+    fn resolve_whole_limit_uses_the_effective_limit() {
+        let whole = ManagedMemoryPolicy::default();
+        let budget = resolve(1000, None, whole).expect("valid");
+        assert_eq!(numbers(budget), (1000, 1000, 1000));
+        assert_eq!(budget.detected(), limit(1000, MemoryLimitSource::CgroupV2));
+
+        let lower = resolve(1000, Some(600), whole).expect("valid");
+        assert_eq!(numbers(lower), (600, 600, 600));
+        assert_eq!(lower.detected().bytes(), 1000, "detected stays reportable");
+
+        let higher = resolve(1000, Some(5000), whole).expect("valid");
+        assert_eq!(numbers(higher), (1000, 1000, 1000));
+
+        let headroom = resolve(1000, Some(600), whole.with_headroom(100)).expect("valid");
+        assert_eq!(numbers(headroom), (600, 600, 500));
+    }
+
+    #[test]
+    fn resolve_explicit_bytes_are_clamped_below_headroom() {
+        let small = ManagedMemoryPolicy::explicit_bytes(300).expect("positive");
+        assert_eq!(
+            numbers(resolve(1000, None, small).expect("valid")),
+            (1000, 300, 300)
+        );
+
+        let large = ManagedMemoryPolicy::explicit_bytes(5000).expect("positive");
+        assert_eq!(
+            numbers(resolve(1000, None, large).expect("valid")),
+            (1000, 5000, 1000)
+        );
+        let clamped = resolve(1000, None, large.with_headroom(250)).expect("valid");
+        assert_eq!(numbers(clamped), (1000, 5000, 750));
+        let fits = resolve(1000, None, small.with_headroom(250)).expect("valid");
+        assert_eq!(numbers(fits), (1000, 300, 300));
+    }
+
+    #[test]
+    fn resolve_fraction_of_the_effective_limit() {
+        let half = ManagedMemoryPolicy::fraction(1, 2).expect("bounded");
+        assert_eq!(
+            numbers(resolve(1001, None, half).expect("valid")),
+            (1001, 500, 500)
+        );
+        let capped = resolve(1000, Some(800), half).expect("valid");
+        assert_eq!(numbers(capped), (800, 400, 400));
+        let three_quarters = ManagedMemoryPolicy::fraction(3, 4).expect("bounded");
+        let headroom = resolve(1000, None, three_quarters.with_headroom(400)).expect("valid");
+        assert_eq!(numbers(headroom), (1000, 750, 600));
+        let huge = resolve(u64::MAX, None, three_quarters).expect("valid");
+        assert_eq!(huge.managed_bytes(), u64::MAX / 4 * 3 + 2);
+    }
+
+    #[test]
+    fn resolve_rejects_headroom_above_the_effective_limit() {
+        let whole = ManagedMemoryPolicy::whole_limit();
+        assert_eq!(
+            resolve(1000, None, whole.with_headroom(1001)),
+            Err(memory_error(
+                RuntimeContractPolicy::ManagedMemoryHeadroomBelowEffectiveLimit
+            ))
+        );
+        // The configured limit lowers the effective limit below the headroom.
+        assert_eq!(
+            resolve(1000, Some(500), whole.with_headroom(600)),
+            Err(memory_error(
+                RuntimeContractPolicy::ManagedMemoryHeadroomBelowEffectiveLimit
+            ))
+        );
+    }
+
+    #[test]
+    fn resolve_rejects_an_empty_managed_budget() {
+        let empty = Err(memory_error(
+            RuntimeContractPolicy::ManagedMemoryBudgetPositive,
+        ));
+        let whole = ManagedMemoryPolicy::whole_limit();
+        assert_eq!(resolve(1000, None, whole.with_headroom(1000)), empty);
+        let tiny_fraction = ManagedMemoryPolicy::fraction(1, 2).expect("bounded");
+        assert_eq!(resolve(1, None, tiny_fraction), empty);
+        let explicit = ManagedMemoryPolicy::explicit_bytes(10)
+            .expect("positive")
+            .with_headroom(1000);
+        assert_eq!(resolve(1000, None, explicit), empty);
+        assert_eq!(
+            numbers(resolve(1000, None, whole.with_headroom(999)).expect("valid")),
+            (1000, 1000, 1)
+        );
+    }
+}

@@ -1,0 +1,554 @@
+//! `BudgetedQueue<T>`: a FIFO whose items each hold a permit of one budget.
+//!
+//! The queue's budget (its [`BudgetLimit`](crate::BudgetLimit)) decides the
+//! overload behaviour through its `full_policy` and `max_age`. An item's
+//! permit is taken at push and released at dequeue (`try_pop`, `recv`), or
+//! kept by a [`BudgetedItem`] until it is consumed. Closing lets accepted
+//! items drain and wakes producers and consumers.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::resource_budget::tree::{ResourceBudget, ResourcePermit};
+use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
+use crate::task_group::submission::Watch;
+
+/// The answer to a push.
+#[derive(Debug)]
+pub enum QueuePushOutcome<T> {
+    /// The item is queued.
+    Enqueued,
+    /// The item is queued after `replaced` queued items were discarded
+    /// (`CoalesceLatest`).
+    Coalesced {
+        /// Items discarded.
+        replaced: usize,
+    },
+    /// The item is queued after `dropped` stale items were discarded
+    /// (`DropStale`).
+    DroppedStale {
+        /// Items discarded.
+        dropped: usize,
+    },
+    /// The item was not queued; it is returned.
+    Rejected {
+        /// The item, unchanged.
+        item: T,
+        /// Why.
+        rejection: QueuePushRejection,
+    },
+}
+
+impl<T> QueuePushOutcome<T> {
+    /// True unless the item was rejected.
+    pub fn is_accepted(&self) -> bool {
+        !matches!(self, Self::Rejected { .. })
+    }
+}
+
+/// Why a push was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueuePushRejection {
+    /// A budget level refused the item's reservation.
+    BudgetExhausted(BudgetRejection),
+    /// `push_until` reached its deadline.
+    DeadlineExceeded,
+    /// The queue is closed.
+    Closed,
+    /// The queue closed itself because its consumer fell behind
+    /// (`CloseSlowConsumer`).
+    SlowConsumerClosed,
+}
+
+/// A dequeued item that still holds its permit.
+pub struct BudgetedItem<T> {
+    item: T,
+    permit: ResourcePermit,
+    enqueued_at: Duration,
+}
+
+impl<T> fmt::Debug for BudgetedItem<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetedItem")
+            .field("permit", &self.permit)
+            .field("enqueued_at", &self.enqueued_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> BudgetedItem<T> {
+    /// The item; its permit is released.
+    pub fn into_item(self) -> T {
+        self.item
+    }
+
+    /// The item, its permit (the charge moves to the caller) and when it
+    /// was queued (tree clock).
+    pub fn into_parts(self) -> (T, ResourcePermit, Duration) {
+        (self.item, self.permit, self.enqueued_at)
+    }
+
+    /// When the item was queued (tree clock).
+    pub fn enqueued_at(&self) -> Duration {
+        self.enqueued_at
+    }
+
+    /// The bytes the item's permit retains.
+    pub fn retained_bytes(&self) -> usize {
+        self.permit.bytes()
+    }
+}
+
+/// Counters and contents of a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSnapshot {
+    /// The queue's budget path.
+    pub path: Arc<str>,
+    /// Items queued.
+    pub depth: usize,
+    /// Reservations held by queued items.
+    pub reserved_count: usize,
+    /// Bytes held by queued items.
+    pub retained_bytes: usize,
+    /// Age of the oldest queued item.
+    pub oldest_age: Option<Duration>,
+    /// Pushes refused for a rate.
+    pub throttled_count: u64,
+    /// Pushes refused.
+    pub rejected_count: u64,
+    /// Items dropped as stale.
+    pub dropped_count: u64,
+    /// Items replaced by newer ones.
+    pub coalesced_count: u64,
+    /// Times the queue closed a slow consumer.
+    pub closed_slow_consumer_count: u64,
+    /// Producers waiting for capacity now.
+    pub waiters: usize,
+    /// Pushes that waited.
+    pub wait_count: u64,
+    /// Pushes that reached their deadline.
+    pub deadline_exceeded_count: u64,
+    /// True once closed.
+    pub closed: bool,
+}
+
+struct Entry<T> {
+    item: T,
+    permit: ResourcePermit,
+    enqueued_at: Duration,
+}
+
+struct QueueState<T> {
+    items: VecDeque<Entry<T>>,
+    retained_bytes: usize,
+    closed: bool,
+}
+
+struct QueueInner<T> {
+    budget: ResourceBudget,
+    state: Mutex<QueueState<T>>,
+    readers: Notify,
+    waiters: AtomicUsize,
+    throttled: AtomicU64,
+    rejected: AtomicU64,
+    waited: AtomicU64,
+    deadline_exceeded: AtomicU64,
+}
+
+/// A FIFO of items that each hold a permit of the queue's budget.
+///
+/// ```
+/// use rocketmq_runtime::{BudgetLimit, BudgetedQueue, FullPolicy, QueuePushOutcome, ResourceBudgetTree};
+///
+/// let tree = ResourceBudgetTree::new("process", BudgetLimit::new(100, 1 << 20, FullPolicy::Reject))?;
+/// let queue = BudgetedQueue::new(tree.root().child("requests", BudgetLimit::new(2, 1024, FullPolicy::Reject))?);
+/// assert!(queue.try_push_data("a", 10).is_accepted());
+/// assert!(queue.try_push_data("b", 10).is_accepted());
+/// let QueuePushOutcome::Rejected { item, .. } = queue.try_push_data("c", 10) else { panic!() };
+/// assert_eq!(item, "c"); // returned, never lost
+/// assert_eq!(queue.try_pop(), Some("a")); // its permit is released here
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct BudgetedQueue<T> {
+    inner: Arc<QueueInner<T>>,
+}
+
+impl<T> Clone for BudgetedQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T> fmt::Debug for BudgetedQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetedQueue")
+            .field("path", &self.inner.budget.path())
+            .field("depth", &self.len())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<T> BudgetedQueue<T> {
+    /// A queue over `budget`; its limit's `full_policy` and `max_age`
+    /// decide the overload behaviour. Clones share the queue.
+    pub fn new(budget: ResourceBudget) -> Self {
+        Self {
+            inner: Arc::new(QueueInner {
+                budget,
+                state: Mutex::new(QueueState {
+                    items: VecDeque::new(),
+                    retained_bytes: 0,
+                    closed: false,
+                }),
+                readers: Notify::new(),
+                waiters: AtomicUsize::new(0),
+                throttled: AtomicU64::new(0),
+                rejected: AtomicU64::new(0),
+                waited: AtomicU64::new(0),
+                deadline_exceeded: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// True when both handles share one queue.
+    pub fn is_same_queue(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn policy(&self) -> FullPolicy {
+        self.inner.budget.limit().full_policy
+    }
+
+    fn now(&self) -> Duration {
+        self.inner.budget.monotonic_now()
+    }
+
+    /// Pushes without waiting (any policy).
+    pub fn try_push(
+        &self,
+        item: T,
+        retained_bytes: usize,
+        class: BudgetClass,
+    ) -> QueuePushOutcome<T> {
+        let inner = &*self.inner;
+        let mut state = inner.state.lock();
+        if state.closed {
+            return self.reject(item, QueuePushRejection::Closed);
+        }
+        let policy = self.policy();
+        let dropped = match policy {
+            FullPolicy::DropStale => self.drop_stale(&mut state),
+            FullPolicy::CloseSlowConsumer if self.head_is_stale(&state) => {
+                self.close_slow_consumer(&mut state);
+                return self.reject(item, QueuePushRejection::SlowConsumerClosed);
+            }
+            _ => 0,
+        };
+        match inner.budget.try_acquire(retained_bytes, class) {
+            Ok(permit) => {
+                self.enqueue(&mut state, item, permit);
+                drop(state);
+                inner.readers.notify_one();
+                if dropped > 0 {
+                    QueuePushOutcome::DroppedStale { dropped }
+                } else {
+                    QueuePushOutcome::Enqueued
+                }
+            }
+            Err(rejection) => {
+                if rejection.dimension() == Some(BudgetDimension::Rate) {
+                    inner.throttled.fetch_add(1, Ordering::Relaxed);
+                }
+                match policy {
+                    FullPolicy::CoalesceLatest
+                        if self.coalescible(&rejection, retained_bytes, class) =>
+                    {
+                        let replaced = self.discard_all(&mut state);
+                        inner.budget.record_coalesced(replaced as u64);
+                        match inner.budget.try_acquire(retained_bytes, class) {
+                            Ok(permit) => {
+                                self.enqueue(&mut state, item, permit);
+                                drop(state);
+                                inner.readers.notify_one();
+                                QueuePushOutcome::Coalesced { replaced }
+                            }
+                            Err(rejection) => {
+                                self.reject(item, QueuePushRejection::BudgetExhausted(rejection))
+                            }
+                        }
+                    }
+                    FullPolicy::CloseSlowConsumer if !rejection.is_closed() => {
+                        self.close_slow_consumer(&mut state);
+                        self.reject(item, QueuePushRejection::SlowConsumerClosed)
+                    }
+                    _ => self.reject(item, QueuePushRejection::BudgetExhausted(rejection)),
+                }
+            }
+        }
+    }
+
+    /// [`try_push`](Self::try_push) as data work.
+    pub fn try_push_data(&self, item: T, retained_bytes: usize) -> QueuePushOutcome<T> {
+        self.try_push(item, retained_bytes, BudgetClass::Data)
+    }
+
+    /// [`try_push`](Self::try_push) as control work.
+    pub fn try_push_control(&self, item: T, retained_bytes: usize) -> QueuePushOutcome<T> {
+        self.try_push(item, retained_bytes, BudgetClass::Control)
+    }
+
+    /// Pushes, waiting for count or byte capacity until `deadline` under
+    /// `FullPolicy::WaitUntilDeadline` (woken by any release in the tree or
+    /// by close); under any other policy this is [`try_push`](Self::try_push).
+    /// An item that can never fit, or a rate exhaustion, is refused at once.
+    /// The item is always returned when refused.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe for the item: dropping the future drops the item
+    /// it holds. Nothing is reserved while it waits.
+    pub async fn push_until(
+        &self,
+        item: T,
+        retained_bytes: usize,
+        class: BudgetClass,
+        deadline: Instant,
+    ) -> QueuePushOutcome<T> {
+        if self.policy() != FullPolicy::WaitUntilDeadline {
+            return self.try_push(item, retained_bytes, class);
+        }
+        let inner = &*self.inner;
+        let tree = &inner.budget.node.tree;
+        let _waiting = Watch::new(&inner.waiters);
+        let mut item = item;
+        let mut waited = false;
+        loop {
+            // Watch and enable before trying, so a release between a failed
+            // try and the wait is not missed.
+            let _watch = Watch::new(&tree.release_watchers);
+            let released = tree.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            match self.try_push(item, retained_bytes, class) {
+                QueuePushOutcome::Rejected {
+                    item: returned,
+                    rejection: QueuePushRejection::BudgetExhausted(rejection),
+                } if rejection
+                    .dimension()
+                    .is_some_and(|d| d != BudgetDimension::Rate)
+                    && inner.budget.node.could_fit(retained_bytes, class) =>
+                {
+                    item = returned;
+                }
+                outcome => return outcome,
+            }
+            if !waited {
+                waited = true;
+                inner.waited.fetch_add(1, Ordering::Relaxed);
+            }
+            tokio::select! {
+                biased;
+                () = &mut released => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
+                    return self.reject(item, QueuePushRejection::DeadlineExceeded);
+                }
+            }
+        }
+    }
+
+    /// Pops the oldest item; its permit is released here.
+    pub fn try_pop(&self) -> Option<T> {
+        self.try_pop_budgeted().map(BudgetedItem::into_item)
+    }
+
+    /// Pops the oldest item with its permit still held.
+    pub fn try_pop_budgeted(&self) -> Option<BudgetedItem<T>> {
+        let mut state = self.inner.state.lock();
+        if self.policy() == FullPolicy::DropStale {
+            self.drop_stale(&mut state);
+        }
+        let entry = state.items.pop_front()?;
+        state.retained_bytes -= entry.permit.bytes();
+        drop(state);
+        Some(BudgetedItem {
+            item: entry.item,
+            permit: entry.permit,
+            enqueued_at: entry.enqueued_at,
+        })
+    }
+
+    /// Waits for the oldest item (its permit released here); `None` once
+    /// the queue is closed and drained.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an item is removed only when it is returned.
+    pub async fn recv(&self) -> Option<T> {
+        self.recv_budgeted().await.map(BudgetedItem::into_item)
+    }
+
+    /// [`recv`](Self::recv) keeping the item's permit.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an item is removed only when it is returned.
+    pub async fn recv_budgeted(&self) -> Option<BudgetedItem<T>> {
+        loop {
+            let readable = self.inner.readers.notified();
+            tokio::pin!(readable);
+            readable.as_mut().enable();
+            if let Some(item) = self.try_pop_budgeted() {
+                return Some(item);
+            }
+            if self.is_closed() {
+                return None;
+            }
+            readable.await;
+        }
+    }
+
+    /// Removes (and releases) the items `keep` rejects, preserving order.
+    pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) -> usize {
+        let mut state = self.inner.state.lock();
+        let before = state.items.len();
+        let mut released = 0;
+        state.items.retain(|entry| {
+            let kept = keep(&entry.item);
+            if !kept {
+                released += entry.permit.bytes();
+            }
+            kept
+        });
+        state.retained_bytes -= released;
+        before - state.items.len()
+    }
+
+    /// Closes the queue: pushes are refused, accepted items still drain,
+    /// producers and consumers are woken.
+    pub fn close(&self) {
+        self.inner.state.lock().closed = true;
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        self.inner.readers.notify_waiters();
+        self.inner.budget.node.tree.released.notify_waiters();
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.state.lock().closed
+    }
+
+    /// Items queued.
+    pub fn len(&self) -> usize {
+        self.inner.state.lock().items.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Counters and contents.
+    pub fn snapshot(&self) -> QueueSnapshot {
+        let now = self.now();
+        let inner = &*self.inner;
+        let state = inner.state.lock();
+        let budget = inner.budget.snapshot();
+        QueueSnapshot {
+            path: Arc::clone(&budget.path),
+            depth: state.items.len(),
+            reserved_count: state.items.len(),
+            retained_bytes: state.retained_bytes,
+            oldest_age: state
+                .items
+                .front()
+                .map(|entry| now.saturating_sub(entry.enqueued_at)),
+            throttled_count: inner.throttled.load(Ordering::Relaxed),
+            rejected_count: inner.rejected.load(Ordering::Relaxed),
+            dropped_count: budget.dropped_count,
+            coalesced_count: budget.coalesced_count,
+            closed_slow_consumer_count: budget.closed_slow_consumer_count,
+            waiters: inner.waiters.load(Ordering::SeqCst),
+            wait_count: inner.waited.load(Ordering::Relaxed),
+            deadline_exceeded_count: inner.deadline_exceeded.load(Ordering::Relaxed),
+            closed: state.closed,
+        }
+    }
+
+    fn enqueue(&self, state: &mut QueueState<T>, item: T, permit: ResourcePermit) {
+        state.retained_bytes += permit.bytes();
+        state.items.push_back(Entry {
+            item,
+            permit,
+            enqueued_at: self.now(),
+        });
+    }
+
+    fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {
+        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        QueuePushOutcome::Rejected { item, rejection }
+    }
+
+    fn head_is_stale(&self, state: &QueueState<T>) -> bool {
+        let Some(max_age) = self.inner.budget.limit().max_age else {
+            return false;
+        };
+        let now = self.now();
+        state
+            .items
+            .front()
+            .is_some_and(|entry| now.saturating_sub(entry.enqueued_at) >= max_age)
+    }
+
+    /// Drops stale items from the head; returns how many.
+    fn drop_stale(&self, state: &mut QueueState<T>) -> usize {
+        let mut dropped = 0;
+        while self.head_is_stale(state) {
+            if let Some(entry) = state.items.pop_front() {
+                state.retained_bytes -= entry.permit.bytes();
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            self.inner.budget.record_dropped(dropped as u64);
+        }
+        dropped
+    }
+
+    /// Whether `CoalesceLatest` may replace the queued state: the queue's
+    /// own level is exhausted in count or bytes and the item fits its class.
+    fn coalescible(&self, rejection: &BudgetRejection, bytes: usize, class: BudgetClass) -> bool {
+        rejection.exhausted_path() == self.inner.budget.path()
+            && matches!(
+                rejection.dimension(),
+                Some(BudgetDimension::Count | BudgetDimension::Bytes)
+            )
+            && self.inner.budget.node.could_fit(bytes, class)
+    }
+
+    fn discard_all(&self, state: &mut QueueState<T>) -> usize {
+        let replaced = state.items.len();
+        state.items.clear();
+        state.retained_bytes = 0;
+        replaced
+    }
+
+    fn close_slow_consumer(&self, state: &mut QueueState<T>) {
+        state.closed = true;
+        let dropped = self.discard_all(state);
+        self.inner.budget.record_dropped(dropped as u64);
+        self.inner.budget.record_slow_consumer_closed();
+        self.wake_all();
+    }
+}

@@ -1,0 +1,3 @@
+//! Loom models of the budget tree (run with `--cfg loom`).
+
+mod loom_budget;

@@ -1,0 +1,737 @@
+//! The budget tree: levels with atomic bounded counters, reserve-and-
+//! rollback along the ancestor chain, and RAII permits.
+//!
+//! A reservation walks the chain root → leaf. At each level it raises the
+//! count by one and the bytes by the request with bounded compare-and-swap
+//! loops (a counter is never raised past its limit, so no level ever
+//! exceeds it), then, for data work at a level with a control reserve, the
+//! data-class counters (bounded by `capacity − reserve`), then, only at a
+//! level with a rate, takes a token under that level's lock. A failure at
+//! level k releases what this request reserved at levels `< k` (and at k)
+//! and names level k as `exhausted_path`. Dynamic gates are checked after
+//! the whole chain is reserved: a closed gate rolls everything back, so an
+//! acquisition either completed before the close (and stays charged) or is
+//! refused.
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::error::RuntimeContractViolation;
+use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, StatCounter, StaticAtomicU64};
+use crate::resource_budget::dynamic::DynamicRegistry;
+use crate::resource_budget::types::{
+    BudgetClass, BudgetDimension, BudgetLimit, BudgetRejection, BudgetRejectionReason,
+    BudgetSnapshot, MonotonicClock, PermitRebindOutcome, SystemMonotonicClock,
+};
+
+static NEXT_TREE_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
+
+/// Default bound of a tree's dynamic key registry.
+pub const DEFAULT_MAX_DYNAMIC_BUDGET_KEYS: usize = 4_096;
+
+/// State shared by every level of one tree.
+pub(crate) struct TreeState {
+    id: u64,
+    pub(crate) clock: Arc<dyn MonotonicClock>,
+    /// Woken when capacity returns anywhere in the tree (while watched).
+    pub(crate) released: Notify,
+    pub(crate) release_watchers: AtomicUsize,
+    pub(crate) dynamic: DynamicRegistry,
+}
+
+impl fmt::Debug for TreeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TreeState")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A token bucket (only at levels with a rate).
+#[derive(Debug)]
+struct TokenBucket {
+    tokens: f64,
+    refilled_at: Duration,
+}
+
+/// A dynamic key's admission gate.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    pub(crate) closed: AtomicBool,
+}
+
+/// One level of the tree.
+pub(crate) struct Node {
+    pub(crate) path: Arc<str>,
+    pub(crate) name: Arc<str>,
+    pub(crate) limit: BudgetLimit,
+    pub(crate) parent: Option<Arc<Node>>,
+    pub(crate) tree: Arc<TreeState>,
+    depth: usize,
+    count: AtomicUsize,
+    bytes: AtomicUsize,
+    data_count: AtomicUsize,
+    data_bytes: AtomicUsize,
+    rate: Option<Mutex<TokenBucket>>,
+    pub(crate) gate: Option<Gate>,
+    admitted: StatCounter,
+    released: StatCounter,
+    rejected: StatCounter,
+    throttled: StatCounter,
+    pub(crate) dropped: StatCounter,
+    pub(crate) coalesced: StatCounter,
+    pub(crate) closed_slow_consumer: StatCounter,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("path", &self.path)
+            .field("count", &self.count.load(Ordering::Relaxed))
+            .field("bytes", &self.bytes.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Raises `counter` by `amount` unless that passes `limit`.
+fn bounded_add(counter: &AtomicUsize, amount: usize, limit: usize) -> bool {
+    let mut current = counter.load(Ordering::Relaxed);
+    loop {
+        let Some(next) = current.checked_add(amount).filter(|next| *next <= limit) else {
+            return false;
+        };
+        match counter.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+impl Node {
+    fn new(
+        name: Arc<str>,
+        path: Arc<str>,
+        limit: BudgetLimit,
+        parent: Option<Arc<Node>>,
+        tree: Arc<TreeState>,
+        gate: Option<Gate>,
+    ) -> Self {
+        let depth = parent.as_ref().map_or(0, |parent| parent.depth + 1);
+        let rate = limit.capacity.rate.map(|rate| {
+            Mutex::new(TokenBucket {
+                tokens: rate.burst as f64,
+                refilled_at: tree.clock.now(),
+            })
+        });
+        Self {
+            path,
+            name,
+            limit,
+            parent,
+            tree,
+            depth,
+            count: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            data_count: AtomicUsize::new(0),
+            data_bytes: AtomicUsize::new(0),
+            rate,
+            gate,
+            admitted: StatCounter::new(0),
+            released: StatCounter::new(0),
+            rejected: StatCounter::new(0),
+            throttled: StatCounter::new(0),
+            dropped: StatCounter::new(0),
+            coalesced: StatCounter::new(0),
+            closed_slow_consumer: StatCounter::new(0),
+        }
+    }
+
+    fn has_data_reserve(&self) -> bool {
+        self.limit.control_reserve.count > 0 || self.limit.control_reserve.bytes > 0
+    }
+
+    /// Reserves one count and `bytes` at this level (and a rate token if
+    /// `rate`); on failure nothing stays reserved here.
+    fn reserve_level(
+        &self,
+        count: usize,
+        bytes: usize,
+        class: BudgetClass,
+        rate: bool,
+    ) -> Result<(), BudgetDimension> {
+        let capacity = &self.limit.capacity;
+        if !bounded_add(&self.count, count, capacity.count) {
+            return Err(BudgetDimension::Count);
+        }
+        if !bounded_add(&self.bytes, bytes, capacity.bytes) {
+            self.count.fetch_sub(count, Ordering::AcqRel);
+            return Err(BudgetDimension::Bytes);
+        }
+        let data = class == BudgetClass::Data && self.has_data_reserve();
+        if data {
+            let reserve = &self.limit.control_reserve;
+            if !bounded_add(&self.data_count, count, capacity.count - reserve.count) {
+                self.unreserve_totals(count, bytes);
+                return Err(BudgetDimension::Count);
+            }
+            if !bounded_add(&self.data_bytes, bytes, capacity.bytes - reserve.bytes) {
+                self.data_count.fetch_sub(count, Ordering::AcqRel);
+                self.unreserve_totals(count, bytes);
+                return Err(BudgetDimension::Bytes);
+            }
+        }
+        if rate && !self.take_token(class) {
+            if data {
+                self.data_count.fetch_sub(count, Ordering::AcqRel);
+                self.data_bytes.fetch_sub(bytes, Ordering::AcqRel);
+            }
+            self.unreserve_totals(count, bytes);
+            self.throttled.fetch_add(1, Ordering::Relaxed);
+            return Err(BudgetDimension::Rate);
+        }
+        if count > 0 {
+            self.admitted.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn unreserve_totals(&self, count: usize, bytes: usize) {
+        self.count.fetch_sub(count, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Releases what `reserve_level` took (no rate token comes back).
+    fn release_level(&self, count: usize, bytes: usize, class: BudgetClass) {
+        if class == BudgetClass::Data && self.has_data_reserve() {
+            self.data_count.fetch_sub(count, Ordering::AcqRel);
+            self.data_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
+        self.unreserve_totals(count, bytes);
+    }
+
+    fn take_token(&self, class: BudgetClass) -> bool {
+        let (Some(bucket), Some(rate)) = (&self.rate, self.limit.capacity.rate) else {
+            return true;
+        };
+        let floor = match (class, self.limit.control_reserve.rate) {
+            (BudgetClass::Data, Some(reserve)) => reserve.burst as f64,
+            _ => 0.0,
+        };
+        let now = self.tree.clock.now();
+        let mut bucket = bucket.lock();
+        let elapsed = now.saturating_sub(bucket.refilled_at).as_secs_f64();
+        bucket.tokens =
+            (bucket.tokens + elapsed * rate.permits_per_second as f64).min(rate.burst as f64);
+        bucket.refilled_at = now;
+        if bucket.tokens - 1.0 >= floor {
+            bucket.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The first closed gate on the chain (this level and its ancestors).
+    fn closed_level(&self) -> Option<&Node> {
+        let mut next = Some(self);
+        while let Some(node) = next {
+            if node
+                .gate
+                .as_ref()
+                .is_some_and(|gate| gate.closed.load(Ordering::SeqCst))
+            {
+                return Some(node);
+            }
+            next = node.parent.as_deref();
+        }
+        None
+    }
+
+    /// Reserves along the chain root → `self`; on failure everything this
+    /// call reserved is released and the failing level is returned.
+    fn reserve_chain(
+        &self,
+        count: usize,
+        bytes: usize,
+        class: BudgetClass,
+        rate: bool,
+        stop_before: Option<&Node>,
+    ) -> Result<(), (&Node, BudgetDimension)> {
+        if let Some(parent) = self.parent.as_deref() {
+            if !stop_before.is_some_and(|stop| std::ptr::eq(stop, parent)) {
+                parent.reserve_chain(count, bytes, class, rate, stop_before)?;
+            }
+        }
+        if let Err(dimension) = self.reserve_level(count, bytes, class, rate) {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            if let Some(parent) = self.parent.as_deref() {
+                parent.release_chain(count, bytes, class, stop_before);
+            }
+            return Err((self, dimension));
+        }
+        Ok(())
+    }
+
+    /// Releases along the chain `self` → root (or up to `stop_before`).
+    fn release_chain(
+        &self,
+        count: usize,
+        bytes: usize,
+        class: BudgetClass,
+        stop_before: Option<&Node>,
+    ) {
+        let mut next = Some(self);
+        while let Some(node) = next {
+            if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
+                break;
+            }
+            node.release_level(count, bytes, class);
+            if count > 0 {
+                node.released.fetch_add(1, Ordering::Relaxed);
+            }
+            next = node.parent.as_deref();
+        }
+    }
+
+    fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {
+        BudgetRejection {
+            path: Arc::clone(&self.path),
+            exhausted_path: Arc::clone(&at.path),
+            reason,
+            policy: self.limit.full_policy,
+        }
+    }
+
+    /// Reserves one count and `bytes` root → leaf, then checks the gates.
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        bytes: usize,
+        class: BudgetClass,
+    ) -> Result<ResourcePermit, BudgetRejection> {
+        if let Err((at, dimension)) = self.reserve_chain(1, bytes, class, true, None) {
+            return Err(self.rejection(at, BudgetRejectionReason::Capacity(dimension)));
+        }
+        if let Some(closed) = self.closed_level() {
+            let rejection = self.rejection(closed, BudgetRejectionReason::Closed);
+            self.release_chain(1, bytes, class, None);
+            self.tree.notify_released();
+            return Err(rejection);
+        }
+        Ok(ResourcePermit {
+            node: Arc::clone(self),
+            bytes,
+            class,
+        })
+    }
+
+    pub(crate) fn current_count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn current_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn snapshot(&self) -> BudgetSnapshot {
+        BudgetSnapshot {
+            path: Arc::clone(&self.path),
+            current_count: self.current_count(),
+            current_bytes: self.current_bytes(),
+            admitted_count: self.admitted.load(Ordering::Relaxed),
+            released_count: self.released.load(Ordering::Relaxed),
+            rejected_count: self.rejected.load(Ordering::Relaxed),
+            throttled_count: self.throttled.load(Ordering::Relaxed),
+            dropped_count: self.dropped.load(Ordering::Relaxed),
+            coalesced_count: self.coalesced.load(Ordering::Relaxed),
+            closed_slow_consumer_count: self.closed_slow_consumer.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether `bytes` of `class` could ever fit the chain (ignoring use).
+    pub(crate) fn could_fit(&self, bytes: usize, class: BudgetClass) -> bool {
+        let mut next = Some(self);
+        while let Some(node) = next {
+            let capacity = &node.limit.capacity;
+            let limit = match class {
+                BudgetClass::Data => capacity.bytes - node.limit.control_reserve.bytes,
+                BudgetClass::Control => capacity.bytes,
+            };
+            if bytes > limit {
+                return false;
+            }
+            next = node.parent.as_deref();
+        }
+        true
+    }
+}
+
+impl TreeState {
+    /// Wakes capacity waiters (only when someone watches).
+    pub(crate) fn notify_released(&self) {
+        if self.release_watchers.load(Ordering::SeqCst) > 0 {
+            self.released.notify_waiters();
+        }
+    }
+}
+
+/// A tree of budgets. Create one per shared limit (the owner already has
+/// the process budget: derive children from it rather than building
+/// independent trees).
+#[derive(Debug, Clone)]
+pub struct ResourceBudgetTree {
+    root: ResourceBudget,
+}
+
+fn validate_name(name: &str) -> Result<Arc<str>, RuntimeContractViolation> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(RuntimeContractViolation::EmptyBudgetName);
+    }
+    if name.contains('/') {
+        return Err(RuntimeContractViolation::InvalidBudgetName);
+    }
+    Ok(Arc::from(name))
+}
+
+impl ResourceBudgetTree {
+    /// A tree whose root is named `name` with `limit`.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyBudgetName`, `InvalidBudgetName` (a `/`), or the limit's
+    /// validation error.
+    pub fn new(
+        name: impl Into<String>,
+        limit: BudgetLimit,
+    ) -> Result<Self, RuntimeContractViolation> {
+        Self::with_clock(name, limit, Arc::new(SystemMonotonicClock::new()))
+    }
+
+    /// [`new`](Self::new) with an injected clock (rate refill, queue ages).
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_clock(
+        name: impl Into<String>,
+        limit: BudgetLimit,
+        clock: Arc<dyn MonotonicClock>,
+    ) -> Result<Self, RuntimeContractViolation> {
+        Self::with_clock_and_key_capacity(name, limit, clock, DEFAULT_MAX_DYNAMIC_BUDGET_KEYS)
+    }
+
+    /// [`with_clock`](Self::with_clock) with a bound on dynamic keys.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_clock_and_key_capacity(
+        name: impl Into<String>,
+        limit: BudgetLimit,
+        clock: Arc<dyn MonotonicClock>,
+        max_entries: usize,
+    ) -> Result<Self, RuntimeContractViolation> {
+        let name = validate_name(&name.into())?;
+        limit.validate()?;
+        let tree = Arc::new(TreeState {
+            id: NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed),
+            clock,
+            released: Notify::new(),
+            release_watchers: AtomicUsize::new(0),
+            dynamic: DynamicRegistry::new(max_entries),
+        });
+        let node = Node::new(Arc::clone(&name), name, limit, None, tree, None);
+        Ok(Self {
+            root: ResourceBudget {
+                node: Arc::new(node),
+            },
+        })
+    }
+
+    /// The root budget.
+    pub fn root(&self) -> ResourceBudget {
+        self.root.clone()
+    }
+}
+
+/// One level of a budget tree; clones share it.
+#[derive(Clone)]
+pub struct ResourceBudget {
+    pub(crate) node: Arc<Node>,
+}
+
+impl fmt::Debug for ResourceBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceBudget")
+            .field("path", &self.node.path)
+            .field("count", &self.node.current_count())
+            .field("bytes", &self.node.current_bytes())
+            .finish()
+    }
+}
+
+impl ResourceBudget {
+    /// A child level `parent/name` with `limit`, which must fit inside this
+    /// level. A child of a closed dynamic budget is created but stays closed.
+    ///
+    /// # Errors
+    ///
+    /// A name or limit violation, or `ChildBudgetExceedsParent` /
+    /// `ChildBudgetMaxAgeExceedsParent`.
+    pub fn child(
+        &self,
+        name: impl Into<String>,
+        limit: BudgetLimit,
+    ) -> Result<ResourceBudget, RuntimeContractViolation> {
+        self.make_child(name.into(), limit, None)
+    }
+
+    pub(crate) fn make_child(
+        &self,
+        name: String,
+        limit: BudgetLimit,
+        gate: Option<Gate>,
+    ) -> Result<ResourceBudget, RuntimeContractViolation> {
+        let name = validate_name(&name)?;
+        limit.validate_within(&self.node.limit)?;
+        let path: Arc<str> = Arc::from(format!("{}/{}", self.node.path, name));
+        let node = Node::new(
+            name,
+            path,
+            limit,
+            Some(Arc::clone(&self.node)),
+            Arc::clone(&self.node.tree),
+            gate,
+        );
+        Ok(ResourceBudget {
+            node: Arc::new(node),
+        })
+    }
+
+    /// True when this level or an ancestor is a closed dynamic key.
+    pub fn is_closed(&self) -> bool {
+        self.node.closed_level().is_some()
+    }
+
+    /// Reserves one count and `bytes` (and a rate token where configured)
+    /// at every level from the root to this one.
+    ///
+    /// # Errors
+    ///
+    /// A [`BudgetRejection`] naming the level that refused; nothing stays
+    /// reserved.
+    pub fn try_acquire(
+        &self,
+        bytes: usize,
+        class: BudgetClass,
+    ) -> Result<ResourcePermit, BudgetRejection> {
+        self.node.acquire(bytes, class)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) as data work.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_data(&self, bytes: usize) -> Result<ResourcePermit, BudgetRejection> {
+        self.try_acquire(bytes, BudgetClass::Data)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) as control work (may use the
+    /// control reserve).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_control(&self, bytes: usize) -> Result<ResourcePermit, BudgetRejection> {
+        self.try_acquire(bytes, BudgetClass::Control)
+    }
+
+    /// This level's counters.
+    pub fn snapshot(&self) -> BudgetSnapshot {
+        self.node.snapshot()
+    }
+
+    /// `root/child/...`.
+    pub fn path(&self) -> &str {
+        &self.node.path
+    }
+
+    /// This level's limit.
+    pub fn limit(&self) -> BudgetLimit {
+        self.node.limit
+    }
+
+    /// The tree clock's current reading.
+    pub fn monotonic_now(&self) -> Duration {
+        self.node.tree.clock.now()
+    }
+
+    /// Counts `n` items a custom retention dropped.
+    pub fn record_dropped(&self, n: u64) {
+        self.node.dropped.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` items a custom retention replaced.
+    pub fn record_coalesced(&self, n: u64) {
+        self.node.coalesced.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a slow consumer a custom retention closed.
+    pub fn record_slow_consumer_closed(&self) {
+        self.node
+            .closed_slow_consumer
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A held reservation: one count and its bytes at every level of its
+/// budget's chain, released when dropped.
+#[must_use = "dropping a permit releases its reservation at once"]
+pub struct ResourcePermit {
+    node: Arc<Node>,
+    bytes: usize,
+    class: BudgetClass,
+}
+
+impl fmt::Debug for ResourcePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourcePermit")
+            .field("path", &self.node.path)
+            .field("bytes", &self.bytes)
+            .field("class", &self.class)
+            .finish()
+    }
+}
+
+impl ResourcePermit {
+    /// The bytes this permit holds.
+    pub const fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The permit's class.
+    pub const fn class(&self) -> BudgetClass {
+        self.class
+    }
+
+    /// The budget the permit is charged to.
+    pub fn budget(&self) -> ResourceBudget {
+        ResourceBudget {
+            node: Arc::clone(&self.node),
+        }
+    }
+
+    /// Changes the bytes this permit holds. Growth reserves only the delta
+    /// at every level (no count, no rate token) and is refused by a closed
+    /// budget; shrinking always succeeds.
+    ///
+    /// # Errors
+    ///
+    /// A [`BudgetRejection`]; the permit is unchanged.
+    pub fn try_resize(&mut self, bytes: usize) -> Result<(), BudgetRejection> {
+        let node = &*self.node;
+        if bytes <= self.bytes {
+            let shrink = self.bytes - bytes;
+            node.release_chain(0, shrink, self.class, None);
+            self.bytes = bytes;
+            node.tree.notify_released();
+            return Ok(());
+        }
+        if let Some(closed) = node.closed_level() {
+            return Err(node.rejection(closed, BudgetRejectionReason::Closed));
+        }
+        let delta = bytes - self.bytes;
+        if let Err((at, dimension)) = node.reserve_chain(0, delta, self.class, false, None) {
+            return Err(node.rejection(at, BudgetRejectionReason::Capacity(dimension)));
+        }
+        self.bytes = bytes;
+        Ok(())
+    }
+
+    /// Turns a data permit into a control permit without changing its
+    /// totals; the data-class share it held is freed.
+    pub fn promote_to_control(&mut self) {
+        if self.class == BudgetClass::Control {
+            return;
+        }
+        let mut next = Some(&*self.node);
+        while let Some(node) = next {
+            if node.has_data_reserve() {
+                node.data_count.fetch_sub(1, Ordering::AcqRel);
+                node.data_bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+            }
+            next = node.parent.as_deref();
+        }
+        self.class = BudgetClass::Control;
+        self.node.tree.notify_released();
+    }
+
+    /// Moves the charge to `target` in the same tree: reservations of the
+    /// common ancestors stay, target-only levels are reserved first, then
+    /// source-only levels are released.
+    ///
+    /// # Errors
+    ///
+    /// `PermitTargetInDifferentTree` for a budget of another tree (the
+    /// permit is unchanged).
+    pub fn try_rebind(
+        &mut self,
+        target: &ResourceBudget,
+    ) -> Result<PermitRebindOutcome, RuntimeContractViolation> {
+        let source = &self.node;
+        if source.tree.id != target.node.tree.id {
+            return Err(RuntimeContractViolation::PermitTargetInDifferentTree);
+        }
+        if Arc::ptr_eq(source, &target.node) {
+            return Ok(PermitRebindOutcome::Unchanged);
+        }
+        let target_node = &target.node;
+        if let Some(closed) = target_node.closed_level() {
+            return Ok(PermitRebindOutcome::Rejected(
+                target_node.rejection(closed, BudgetRejectionReason::Closed),
+            ));
+        }
+        let common = common_ancestor(source, target_node);
+        // Nothing to reserve when the target is an ancestor of the source.
+        let target_is_common = common.is_some_and(|common| std::ptr::eq(common, &**target_node));
+        if !target_is_common {
+            if let Err((at, dimension)) =
+                target_node.reserve_chain(1, self.bytes, self.class, false, common)
+            {
+                return Ok(PermitRebindOutcome::Rejected(
+                    target_node.rejection(at, BudgetRejectionReason::Capacity(dimension)),
+                ));
+            }
+        }
+        source.release_chain(1, self.bytes, self.class, common);
+        source.tree.notify_released();
+        self.node = Arc::clone(target_node);
+        Ok(PermitRebindOutcome::Rebound)
+    }
+}
+
+/// The deepest level both chains share (same tree).
+fn common_ancestor<'a>(a: &'a Node, b: &'a Node) -> Option<&'a Node> {
+    let (mut a, mut b) = (Some(a), Some(b));
+    while let (Some(x), Some(y)) = (a, b) {
+        if std::ptr::eq(x, y) {
+            return Some(x);
+        }
+        if x.depth >= y.depth {
+            a = x.parent.as_deref();
+        } else {
+            b = y.parent.as_deref();
+        }
+    }
+    None
+}
+
+impl Drop for ResourcePermit {
+    fn drop(&mut self) {
+        self.node.release_chain(1, self.bytes, self.class, None);
+        self.node.tree.notify_released();
+    }
+}

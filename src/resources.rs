@@ -1,0 +1,78 @@
+//! `RuntimeResources`: the owner's memory limit, managed budget and the
+//! process budget tree every context shares.
+
+use std::fmt;
+
+use crate::error::RuntimeContractViolation;
+use crate::loom::Arc;
+use crate::resource_budget::memory::{
+    ManagedMemoryBudget, ManagedMemoryPolicy, ProcessMemoryLimit,
+};
+use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourceBudgetTree};
+
+/// The resources of one owner: the detected (or configured) memory limit,
+/// the managed budget derived from it, and the `process` budget root that
+/// every context's [`process_budget`](crate::ChildServiceContext::process_budget)
+/// returns. Clones share everything.
+///
+/// The budget accounts for what is admitted through the budget APIs; it
+/// does not limit every allocation of the process.
+#[derive(Clone)]
+pub struct RuntimeResources {
+    inner: Arc<ResourcesInner>,
+}
+
+struct ResourcesInner {
+    memory_limit: ProcessMemoryLimit,
+    memory_budget: ManagedMemoryBudget,
+    process: ResourceBudgetTree,
+}
+
+impl fmt::Debug for RuntimeResources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeResources")
+            .field("memory_limit", &self.inner.memory_limit)
+            .field("managed_bytes", &self.inner.memory_budget.managed_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeResources {
+    /// Resolves the managed budget and builds the `process` root with
+    /// `(count = usize::MAX, bytes = managed bytes, Reject)`.
+    pub(crate) fn new(
+        detected: ProcessMemoryLimit,
+        configured: Option<ProcessMemoryLimit>,
+        policy: ManagedMemoryPolicy,
+    ) -> Result<Self, RuntimeContractViolation> {
+        let memory_budget = ManagedMemoryBudget::resolve(detected, configured, policy)?;
+        let bytes = usize::try_from(memory_budget.managed_bytes()).unwrap_or(usize::MAX);
+        let process = ResourceBudgetTree::new(
+            "process",
+            BudgetLimit::new(usize::MAX, bytes, FullPolicy::Reject),
+        )?;
+        Ok(Self {
+            inner: Arc::new(ResourcesInner {
+                memory_limit: configured.unwrap_or(detected),
+                memory_budget,
+                process,
+            }),
+        })
+    }
+
+    /// The memory limit used for reporting: the configured one if any,
+    /// otherwise the detected one (with its source).
+    pub fn memory_limit(&self) -> ProcessMemoryLimit {
+        self.inner.memory_limit
+    }
+
+    /// The resolved numbers: detected limit, effective limit, managed bytes.
+    pub fn memory_budget(&self) -> ManagedMemoryBudget {
+        self.inner.memory_budget
+    }
+
+    /// The root `process` budget shared by every context of the owner.
+    pub fn process_budget(&self) -> ResourceBudget {
+        self.inner.process.root()
+    }
+}

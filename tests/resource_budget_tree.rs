@@ -1,0 +1,636 @@
+//! Resource budgets (invariants 69–86): ancestor limits, reserve-and-
+//! rollback, control reserves, resize and rebind, dynamic keys and every
+//! queue policy under 2× overload.
+
+mod support;
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    BudgetCapacity, BudgetClass, BudgetDimension, BudgetLimit, BudgetedQueue,
+    DynamicKeyAdmissionRejection, DynamicKeyRegistrationFailure, FullPolicy, MonotonicClock,
+    PermitRebindOutcome, QueuePushOutcome, QueuePushRejection, RateLimit, ResourceBudget,
+    ResourceBudgetTree, ResourcePermit, RuntimeContractViolation,
+};
+use support::guard;
+use tokio::time::Instant;
+
+fn limit(count: usize, bytes: usize) -> BudgetLimit {
+    BudgetLimit::new(count, bytes, FullPolicy::Reject)
+}
+
+fn tree(count: usize, bytes: usize) -> ResourceBudgetTree {
+    ResourceBudgetTree::new("process", limit(count, bytes)).expect("valid")
+}
+
+fn counts(budget: &ResourceBudget) -> (usize, usize) {
+    let snapshot = budget.snapshot();
+    (snapshot.current_count, snapshot.current_bytes)
+}
+
+/// A seeded randomized mix over a 3-level tree from several threads: no
+/// level ever exceeds its limits, a rejection leaves the levels unchanged
+/// (checked through the totals), and every counter returns to zero.
+#[test]
+fn random_operations_never_exceed_any_level_and_return_to_zero() {
+    const THREADS: usize = 4;
+    const OPERATIONS: usize = 2_500; // per thread: 10,000 in all
+    let tree = tree(64, 64 * 1024);
+    let root = tree.root();
+    let mid = root.child("broker", limit(40, 40 * 1024)).expect("fits");
+    let leaves: Vec<ResourceBudget> = (0..3)
+        .map(|i| {
+            mid.child(format!("queue-{i}"), limit(16, 16 * 1024))
+                .expect("fits")
+        })
+        .collect();
+    let levels: Vec<ResourceBudget> = std::iter::once(root.clone())
+        .chain(std::iter::once(mid.clone()))
+        .chain(leaves.iter().cloned())
+        .collect();
+    let start = Arc::new(Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let leaves = leaves.clone();
+            let levels = levels.clone();
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                let mut seed = 0x2545_F491_4F6C_DD1D_u64 ^ thread as u64;
+                let mut next = move || {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed
+                };
+                let mut held: Vec<ResourcePermit> = Vec::new();
+                start.wait();
+                for _ in 0..OPERATIONS {
+                    match next() % 4 {
+                        0 | 1 => {
+                            let leaf = &leaves[(next() % 3) as usize];
+                            let bytes = (next() % 3_000) as usize;
+                            if let Ok(permit) = leaf.try_acquire_data(bytes) {
+                                held.push(permit);
+                            }
+                        }
+                        2 if !held.is_empty() => {
+                            let index = (next() as usize) % held.len();
+                            drop(held.swap_remove(index));
+                        }
+                        _ if !held.is_empty() => {
+                            let index = (next() as usize) % held.len();
+                            let _ = held[index].try_resize((next() % 4_000) as usize);
+                        }
+                        _ => {}
+                    }
+                    for level in &levels {
+                        let snapshot = level.snapshot();
+                        let capacity = level.limit().capacity;
+                        assert!(snapshot.current_count <= capacity.count, "{}", level.path());
+                        assert!(snapshot.current_bytes <= capacity.bytes, "{}", level.path());
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("no limit exceeded");
+    }
+    for level in &levels {
+        assert_eq!(counts(level), (0, 0), "{} returns to zero", level.path());
+        let snapshot = level.snapshot();
+        assert_eq!(snapshot.admitted_count, snapshot.released_count);
+    }
+    assert!(
+        root.snapshot().admitted_count > 1_000,
+        "the mix admitted work"
+    );
+}
+
+#[test]
+fn a_rejection_names_the_exhausted_level_and_leaves_every_level_unchanged() {
+    let tree = tree(10, 1_000);
+    let broker = tree.root().child("broker", limit(10, 500)).expect("fits");
+    let queue = broker.child("queue", limit(10, 500)).expect("fits");
+    let _held = queue.try_acquire_data(400).expect("fits");
+    let before = [counts(&tree.root()), counts(&broker), counts(&queue)];
+    let rejection = queue
+        .try_acquire_data(200)
+        .expect_err("broker bytes exhausted");
+    assert_eq!(rejection.path(), "process/broker/queue");
+    assert_eq!(rejection.exhausted_path(), "process/broker");
+    assert_eq!(rejection.dimension(), Some(BudgetDimension::Bytes));
+    assert!(!rejection.is_closed());
+    assert_eq!(
+        [counts(&tree.root()), counts(&broker), counts(&queue)],
+        before,
+        "rolled back everywhere"
+    );
+    assert_eq!(broker.snapshot().rejected_count, 1);
+}
+
+#[test]
+fn limit_validation() {
+    use RuntimeContractViolation as V;
+    let root = tree(10, 100).root();
+    assert_eq!(
+        ResourceBudgetTree::new("  ", limit(1, 1)).expect_err("empty"),
+        V::EmptyBudgetName
+    );
+    assert_eq!(
+        ResourceBudgetTree::new("a/b", limit(1, 1)).expect_err("slash"),
+        V::InvalidBudgetName
+    );
+    assert_eq!(
+        root.child("zero", limit(0, 1)).expect_err("zero count"),
+        V::ZeroBudgetCapacity {
+            dimension: BudgetDimension::Count
+        }
+    );
+    assert_eq!(
+        root.child("big", limit(11, 1)).expect_err("exceeds"),
+        V::ChildBudgetExceedsParent {
+            dimension: BudgetDimension::Count
+        }
+    );
+    assert_eq!(
+        root.child(
+            "reserve",
+            limit(5, 50).with_control_reserve(BudgetCapacity::new(6, 0))
+        )
+        .expect_err("reserve too big"),
+        V::ReserveExceedsBudgetCapacity {
+            dimension: BudgetDimension::Count
+        }
+    );
+    assert_eq!(
+        root.child(
+            "rate-reserve",
+            limit(5, 50)
+                .with_control_reserve(BudgetCapacity::new(0, 0).with_rate(RateLimit::new(1, 1)))
+        )
+        .expect_err("no rate to reserve from"),
+        V::ReserveWithoutBudgetCapacity {
+            dimension: BudgetDimension::Rate
+        }
+    );
+    assert_eq!(
+        root.child("age", limit(1, 1).with_max_age(Duration::ZERO))
+            .expect_err("zero age"),
+        V::ZeroBudgetMaxAge
+    );
+    let rated = ResourceBudgetTree::new("rated", limit(10, 100).with_rate(RateLimit::new(10, 5)))
+        .expect("valid")
+        .root();
+    assert_eq!(
+        rated
+            .child("unrated", limit(1, 1))
+            .expect_err("no rate under a rated parent"),
+        V::ChildBudgetExceedsParent {
+            dimension: BudgetDimension::Rate
+        }
+    );
+}
+
+#[test]
+fn control_reserve_is_kept_from_data_work() {
+    let root = ResourceBudgetTree::new(
+        "process",
+        limit(10, 1_000).with_control_reserve(BudgetCapacity::new(2, 200)),
+    )
+    .expect("valid")
+    .root();
+    let mut data: Vec<_> = (0..8)
+        .map(|_| root.try_acquire_data(10).expect("data fits"))
+        .collect();
+    let rejection = root
+        .try_acquire_data(10)
+        .expect_err("capacity − reserve reached");
+    assert_eq!(rejection.dimension(), Some(BudgetDimension::Count));
+    let control: Vec<_> = (0..2)
+        .map(|_| {
+            root.try_acquire_control(10)
+                .expect("control uses the reserve")
+        })
+        .collect();
+    assert!(root.try_acquire_control(10).is_err(), "capacity reached");
+    drop(control);
+    // Promotion frees the data share without changing the totals.
+    let mut promoted = data.pop().expect("a permit");
+    promoted.promote_to_control();
+    assert_eq!(promoted.class(), BudgetClass::Control);
+    assert_eq!(counts(&root).0, 8);
+    let _one_more = root.try_acquire_data(10).expect("a data slot was freed");
+    drop((data, promoted));
+}
+
+#[test]
+fn resize_and_rebind() {
+    let tree = tree(10, 1_000);
+    let broker = tree.root().child("broker", limit(10, 600)).expect("fits");
+    let a = broker.child("a", limit(5, 500)).expect("fits");
+    let b = broker.child("b", limit(5, 100)).expect("fits");
+    let mut permit = a.try_acquire_data(100).expect("fits");
+    // Growth beyond a limit is rejected and leaves the permit unchanged.
+    let rejection = permit.try_resize(600).expect_err("a's bytes");
+    assert_eq!(rejection.exhausted_path(), "process/broker/a");
+    assert_eq!((permit.bytes(), counts(&a)), (100, (1, 100)));
+    permit.try_resize(300).expect("grows");
+    assert_eq!((counts(&a), counts(&broker)), ((1, 300), (1, 300)));
+    // Rebind to b: b cannot take 300 bytes; the permit stays on a.
+    match permit.try_rebind(&b).expect("same tree") {
+        PermitRebindOutcome::Rejected(rejection) => {
+            assert_eq!(rejection.exhausted_path(), "process/broker/b");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(counts(&a), (1, 300));
+    permit.try_resize(50).expect("shrinks");
+    assert_eq!(
+        permit.try_rebind(&b).expect("same tree"),
+        PermitRebindOutcome::Rebound
+    );
+    assert_eq!(
+        (counts(&a), counts(&b), counts(&broker)),
+        ((0, 0), (1, 50), (1, 50))
+    );
+    assert_eq!(
+        permit.try_rebind(&b).expect("same tree"),
+        PermitRebindOutcome::Unchanged
+    );
+    // Up to an ancestor: only source-only levels are released.
+    assert_eq!(
+        permit.try_rebind(&broker).expect("same tree"),
+        PermitRebindOutcome::Rebound
+    );
+    assert_eq!((counts(&b), counts(&broker)), ((0, 0), (1, 50)));
+    let other = tree_other();
+    assert_eq!(
+        permit.try_rebind(&other).expect_err("other tree"),
+        RuntimeContractViolation::PermitTargetInDifferentTree
+    );
+    drop(permit);
+    assert_eq!(counts(&tree.root()), (0, 0));
+}
+
+fn tree_other() -> ResourceBudget {
+    tree(1, 1).root()
+}
+
+#[tokio::test(start_paused = true)]
+async fn dynamic_keys_close_escaped_handles_and_hold_their_name_until_retired() {
+    let tree = tree(100, 10_000);
+    let tenants = tree
+        .root()
+        .child("tenants", limit(100, 10_000))
+        .expect("fits");
+    let key = tenants
+        .register_dynamic_child("t1", limit(10, 1_000))
+        .expect("registered");
+    let escaped = key.budget();
+    let nested = escaped.child("inbox", limit(5, 500)).expect("fits");
+    let admitted = key.try_acquire(100, BudgetClass::Data).expect("open");
+    let mut movable = tenants.try_acquire_data(10).expect("fits");
+    key.close();
+    assert!(escaped.is_closed() && nested.is_closed() && key.is_closed());
+    assert_eq!(
+        key.try_acquire(1, BudgetClass::Data).expect_err("closed"),
+        DynamicKeyAdmissionRejection::Closed
+    );
+    let rejection = nested.try_acquire_data(1).expect_err("descendant closed");
+    assert!(rejection.is_closed() && rejection.dimension().is_none());
+    assert!(matches!(
+        movable.try_rebind(&escaped).expect("same tree"),
+        PermitRebindOutcome::Rejected(_)
+    ));
+    let late_child = escaped.child("late", limit(1, 1)).expect("created");
+    assert!(late_child.is_closed(), "permanently closed");
+    assert!(matches!(
+        tenants.register_dynamic_child("t1", limit(1, 1)),
+        Err(DynamicKeyRegistrationFailure::NameInUse { generation }) if generation == key.generation()
+    ));
+    // Retiring waits for outstanding reservations; the name is held until then.
+    let retirement = key
+        .retire_until(Instant::now() + Duration::from_secs(1))
+        .await;
+    assert!(!retirement.released);
+    assert_eq!(retirement.outstanding_reservations, 1);
+    let retiring = tokio::spawn({
+        let key = key.clone();
+        async move {
+            key.retire_until(Instant::now() + Duration::from_secs(60))
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    drop(admitted);
+    let retirement = guard("retire", retiring).await.expect("joins");
+    assert!(retirement.released);
+    let next = tenants
+        .register_dynamic_child("t1", limit(1, 1))
+        .expect("name free again");
+    assert!(next.generation() > key.generation());
+    // A stale handle cannot release the newer generation's name.
+    assert!(key.retire_until(Instant::now()).await.released);
+    assert!(matches!(
+        tenants.register_dynamic_child("t1", limit(1, 1)),
+        Err(DynamicKeyRegistrationFailure::NameInUse { .. })
+    ));
+    drop(movable);
+}
+
+#[test]
+fn dynamic_registry_is_bounded() {
+    let tree = ResourceBudgetTree::with_clock_and_key_capacity(
+        "process",
+        limit(10, 100),
+        Arc::new(rocketmq_runtime::SystemMonotonicClock::new()),
+        2,
+    )
+    .expect("valid");
+    let root = tree.root();
+    let _a = root.register_dynamic_child("a", limit(1, 1)).expect("room");
+    let _b = root.register_dynamic_child("b", limit(1, 1)).expect("room");
+    assert!(matches!(
+        root.register_dynamic_child("c", limit(1, 1)),
+        Err(DynamicKeyRegistrationFailure::CapacityExhausted { max_entries: 2 })
+    ));
+}
+
+fn new_queue(
+    count: usize,
+    bytes: usize,
+    policy: FullPolicy,
+) -> (ResourceBudget, BudgetedQueue<u32>) {
+    let tree = tree(1_000, 1_000_000);
+    let budget = tree
+        .root()
+        .child("queue", BudgetLimit::new(count, bytes, policy))
+        .expect("fits");
+    (budget.clone(), BudgetedQueue::new(budget))
+}
+
+#[test]
+fn reject_returns_the_item_and_never_exceeds_limits_under_2x_overload() {
+    let (budget, queue) = new_queue(4, 400, FullPolicy::Reject);
+    let mut rejected = Vec::new();
+    for item in 0..8 {
+        match queue.try_push_data(item, 100) {
+            QueuePushOutcome::Enqueued => {}
+            QueuePushOutcome::Rejected { item, rejection } => {
+                assert!(matches!(rejection, QueuePushRejection::BudgetExhausted(_)));
+                rejected.push(item);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(counts(&budget).0 <= 4 && counts(&budget).1 <= 400);
+    }
+    assert_eq!(rejected, [4, 5, 6, 7], "the overload comes back intact");
+    assert_eq!(queue.len(), 4);
+    assert_eq!(queue.snapshot().rejected_count, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_until_deadline_admits_when_capacity_frees_and_returns_the_item_at_the_deadline() {
+    let (_, queue) = new_queue(1, 100, FullPolicy::WaitUntilDeadline);
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(2);
+    match queue.push_until(2, 10, BudgetClass::Data, deadline).await {
+        QueuePushOutcome::Rejected { item, rejection } => {
+            assert_eq!((item, rejection), (2, QueuePushRejection::DeadlineExceeded));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(Instant::now(), deadline, "returned at the deadline");
+    // Capacity frees while waiting: the push is admitted.
+    let producer = tokio::spawn({
+        let queue = queue.clone();
+        async move {
+            queue
+                .push_until(
+                    3,
+                    10,
+                    BudgetClass::Data,
+                    Instant::now() + Duration::from_secs(60),
+                )
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(queue.snapshot().waiters, 1);
+    assert_eq!(queue.try_pop(), Some(1));
+    let outcome = guard("producer", producer).await.expect("joins");
+    assert!(matches!(outcome, QueuePushOutcome::Enqueued));
+    assert_eq!(queue.try_pop(), Some(3));
+    // An item that can never fit is refused at once.
+    match queue
+        .push_until(
+            4,
+            1_000,
+            BudgetClass::Data,
+            Instant::now() + Duration::from_secs(60),
+        )
+        .await
+    {
+        QueuePushOutcome::Rejected {
+            item: 4,
+            rejection: QueuePushRejection::BudgetExhausted(_),
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn coalesce_latest_replaces_the_queued_state() {
+    let (budget, queue) = new_queue(3, 300, FullPolicy::CoalesceLatest);
+    let mut replaced = 0;
+    for item in 0..6 {
+        match queue.try_push_data(item, 100) {
+            QueuePushOutcome::Enqueued => {}
+            QueuePushOutcome::Coalesced { replaced: n } => replaced += n,
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(counts(&budget).0 <= 3);
+    }
+    assert_eq!(replaced, 3, "the full state was replaced once");
+    assert_eq!(queue.try_pop(), Some(3));
+    assert_eq!(budget.snapshot().coalesced_count, 3);
+}
+
+#[derive(Debug)]
+struct ManualClock(std::sync::Mutex<Duration>);
+
+impl MonotonicClock for ManualClock {
+    fn now(&self) -> Duration {
+        *self.0.lock().expect("unpoisoned")
+    }
+}
+
+#[test]
+fn drop_stale_drops_only_items_older_than_max_age() {
+    let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
+    let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock.clone())
+        .expect("valid");
+    let budget = tree
+        .root()
+        .child(
+            "queue",
+            BudgetLimit::new(4, 400, FullPolicy::DropStale).with_max_age(Duration::from_secs(5)),
+        )
+        .expect("fits");
+    let queue = BudgetedQueue::new(budget.clone());
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(3);
+    assert!(queue.try_push_data(2, 10).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(6);
+    match queue.try_push_data(3, 10) {
+        QueuePushOutcome::DroppedStale { dropped: 1 } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(queue.try_pop(), Some(2), "the younger item stays");
+    assert_eq!(budget.snapshot().dropped_count, 1);
+    // A Reject queue never drops aged work silently.
+    let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock.clone())
+        .expect("valid");
+    let rejecting = BudgetedQueue::new(
+        tree.root()
+            .child(
+                "r",
+                BudgetLimit::new(4, 400, FullPolicy::Reject).with_max_age(Duration::from_secs(1)),
+            )
+            .expect("fits"),
+    );
+    assert!(rejecting.try_push_data(1, 10).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(60);
+    assert!(rejecting.try_push_data(2, 10).is_accepted());
+    assert_eq!(rejecting.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_slow_consumer_closes_and_wakes_everyone() {
+    let (budget, queue) = new_queue(2, 200, FullPolicy::CloseSlowConsumer);
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    assert!(queue.try_push_data(2, 10).is_accepted());
+    let consumer = tokio::spawn({
+        let queue: BudgetedQueue<u32> = BudgetedQueue::new(budget.clone());
+        async move { queue.recv().await }
+    });
+    match queue.try_push_data(3, 10) {
+        QueuePushOutcome::Rejected {
+            item: 3,
+            rejection: QueuePushRejection::SlowConsumerClosed,
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(queue.is_closed() && queue.is_empty());
+    assert_eq!(
+        counts(&budget),
+        (0, 0),
+        "dropped items released their permits"
+    );
+    assert_eq!(queue.recv().await, None, "closed and drained");
+    consumer.abort();
+    assert_eq!(budget.snapshot().closed_slow_consumer_count, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn budgeted_items_keep_their_charge_and_close_lets_items_drain() {
+    let (budget, queue) = new_queue(4, 400, FullPolicy::Reject);
+    assert!(queue.try_push_data(1, 100).is_accepted());
+    assert!(queue.try_push_data(2, 50).is_accepted());
+    let item = queue.recv_budgeted().await.expect("an item");
+    assert_eq!(item.retained_bytes(), 100);
+    assert_eq!(counts(&budget), (2, 150), "the charge stays with the item");
+    assert_eq!(item.into_item(), 1);
+    assert_eq!(counts(&budget), (1, 50));
+    queue.close();
+    match queue.try_push_data(3, 1) {
+        QueuePushOutcome::Rejected {
+            item: 3,
+            rejection: QueuePushRejection::Closed,
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    let (item, permit, _) = queue
+        .recv_budgeted()
+        .await
+        .expect("accepted items drain")
+        .into_parts();
+    assert_eq!((item, permit.bytes()), (2, 50));
+    assert_eq!(counts(&budget), (1, 50), "transferred with the permit");
+    drop(permit);
+    assert_eq!(queue.recv().await, None);
+    assert_eq!(counts(&budget), (0, 0));
+    // retain releases what it removes and keeps the order.
+    let (budget, queue) = new_queue(8, 800, FullPolicy::Reject);
+    for item in 0..6 {
+        assert!(queue.try_push_data(item, 10).is_accepted());
+    }
+    assert_eq!(queue.retain(|item| item % 2 == 0), 3);
+    assert_eq!(counts(&budget), (3, 30));
+    assert_eq!(
+        [queue.try_pop(), queue.try_pop(), queue.try_pop()],
+        [Some(0), Some(2), Some(4)]
+    );
+}
+
+/// Children of the owner share one `process` root: a reservation by one
+/// component is visible to all; the detected limit and the managed budget
+/// are reported separately.
+#[test]
+fn components_share_the_owner_process_budget() {
+    use rocketmq_runtime::{
+        ManagedMemoryPolicy, MemoryLimitSource, ProcessMemoryLimit, RuntimeConfig, RuntimeOwner,
+    };
+    let limit = ProcessMemoryLimit::configured(1_000_000).expect("positive");
+    let policy = ManagedMemoryPolicy::fraction(1, 2)
+        .expect("bounded")
+        .with_headroom(100_000);
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("budgets", 2))
+        .expect("valid")
+        .with_memory_limit(limit)
+        .with_memory_policy(policy)
+        .build()
+        .expect("builds");
+    let resources = owner.resources();
+    assert_eq!(
+        resources.memory_limit().source(),
+        MemoryLimitSource::Configured
+    );
+    assert_eq!(resources.memory_budget().effective_limit_bytes(), 1_000_000);
+    assert_eq!(resources.memory_budget().managed_bytes(), 500_000);
+    let broker = owner.root_context().component("broker");
+    let store = owner.root_context().component("store");
+    let process = owner.root_context().process_budget();
+    assert_eq!(process.path(), "process");
+    assert_eq!(process.limit().capacity.bytes, 500_000);
+    let broker_budget = broker
+        .process_budget()
+        .child("broker", BudgetLimit::new(100, 400_000, FullPolicy::Reject))
+        .expect("fits");
+    let _held = broker_budget.try_acquire_data(400_000).expect("fits");
+    assert_eq!(
+        store.process_budget().snapshot().current_bytes,
+        400_000,
+        "visible to every component"
+    );
+    let rejection = store
+        .process_budget()
+        .child("store", BudgetLimit::new(100, 200_000, FullPolicy::Reject))
+        .expect("fits")
+        .try_acquire_data(200_000)
+        .expect_err("the shared root is exhausted");
+    assert_eq!(rejection.exhausted_path(), "process");
+    let too_much = RuntimeOwner::plan(RuntimeConfig::for_parallelism("budgets", 2))
+        .expect("valid")
+        .with_memory_limit(limit)
+        .with_memory_policy(ManagedMemoryPolicy::whole_limit().with_headroom(2_000_000))
+        .build()
+        .expect_err("headroom above the limit");
+    assert_eq!(
+        too_much.operation(),
+        rocketmq_runtime::RuntimeOperation::ResolveManagedMemoryBudget
+    );
+}

@@ -134,7 +134,7 @@ impl BlockingTable {
         let counts = self.budget.counts(self.lane_index);
         let now = Instant::now();
         let records = self.records.lock();
-        let (mut queued, mut running, mut timed_out) = (0, 0, 0);
+        let (mut running, mut timed_out) = (0, 0);
         let mut oldest_queue_wait = Duration::ZERO;
         let mut tasks: Vec<BlockingTaskSnapshot> = records
             .iter()
@@ -142,7 +142,6 @@ impl BlockingTable {
                 let elapsed = now.saturating_duration_since(record.since);
                 match record.state {
                     BlockingTaskState::Queued => {
-                        queued += 1;
                         oldest_queue_wait = oldest_queue_wait.max(elapsed);
                     }
                     BlockingTaskState::Running => running += 1,
@@ -171,7 +170,10 @@ impl BlockingTable {
             lane_reserved: counts.lane_reserved,
             lane_running: counts.lane_running,
             lane_borrowed: counts.lane_running.saturating_sub(counts.lane_reserved),
-            queued,
+            // Waiters in the admission queue: a submission counts as queued
+            // once it holds its place in line (its record may say `Queued`
+            // a moment earlier).
+            queued: counts.queued,
             running,
             timed_out_still_running: timed_out,
             blocking_still_running: running + timed_out,

@@ -77,7 +77,6 @@ pub(crate) struct Node {
     rate: Option<Mutex<TokenBucket>>,
     pub(crate) gate: Option<Gate>,
     admitted: StatCounter,
-    released: StatCounter,
     rejected: StatCounter,
     throttled: StatCounter,
     pub(crate) dropped: StatCounter,
@@ -139,7 +138,6 @@ impl Node {
             rate,
             gate,
             admitted: StatCounter::new(0),
-            released: StatCounter::new(0),
             rejected: StatCounter::new(0),
             throttled: StatCounter::new(0),
             dropped: StatCounter::new(0),
@@ -288,9 +286,6 @@ impl Node {
                 break;
             }
             node.release_level(count, bytes, class);
-            if count > 0 {
-                node.released.fetch_add(1, Ordering::Relaxed);
-            }
             next = node.parent.as_deref();
         }
     }
@@ -335,12 +330,17 @@ impl Node {
     }
 
     pub(crate) fn snapshot(&self) -> BudgetSnapshot {
+        // Read the count first: `released = admitted − current` can then
+        // never underflow (admissions only add).
+        let current_count = self.current_count();
+        let admitted_count = self.admitted.load(Ordering::Acquire);
         BudgetSnapshot {
             path: Arc::clone(&self.path),
-            current_count: self.current_count(),
+            current_count,
             current_bytes: self.current_bytes(),
-            admitted_count: self.admitted.load(Ordering::Relaxed),
-            released_count: self.released.load(Ordering::Relaxed),
+            admitted_count,
+            // Derived, so a release costs no statistics counter.
+            released_count: admitted_count.saturating_sub(current_count as u64),
             rejected_count: self.rejected.load(Ordering::Relaxed),
             throttled_count: self.throttled.load(Ordering::Relaxed),
             dropped_count: self.dropped.load(Ordering::Relaxed),

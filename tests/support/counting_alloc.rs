@@ -17,14 +17,23 @@ pub struct CountingAllocator;
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     static NET_BYTES: Cell<isize> = const { Cell::new(0) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
 }
 
 fn record(delta: isize) {
     let _ = COUNTING.try_with(|counting| {
         if counting.get() {
             let _ = NET_BYTES.try_with(|net| net.set(net.get() + delta));
+            if delta > 0 {
+                let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+            }
         }
     });
+}
+
+/// Allocations made on this thread since [`start_counting`].
+pub fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
 }
 
 // SAFETY: every call is forwarded unchanged to the system allocator; the
@@ -46,6 +55,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
 /// Starts counting this thread's allocations from zero.
 pub fn start_counting() {
     NET_BYTES.with(|net| net.set(0));
+    ALLOCATIONS.with(|count| count.set(0));
     COUNTING.with(|counting| counting.set(true));
 }
 

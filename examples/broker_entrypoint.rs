@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rocketmq_runtime::prelude::*;
-use rocketmq_runtime::RuntimeOperation;
+use rocketmq_runtime::{BudgetClass, BudgetLimit, BudgetedQueue, FullPolicy, RuntimeOperation};
 
 /// How the run ends.
 #[derive(Debug)]
@@ -147,7 +147,18 @@ fn start_broker(
     // request): it survives the worker's cancellation and is bounded by its
     // own 2 s deadline. On shutdown the worker stops taking requests and
     // drains the ones in flight.
-    let (requests, mut inbox) = tokio::sync::mpsc::channel::<u64>(64);
+    // Requests travel through a budgeted queue: the broker's budget is a
+    // child of the owner's process budget, and every queued request holds
+    // a permit (one count and its bytes) until the worker takes it.
+    let broker_budget = broker.process_budget().child(
+        "broker",
+        BudgetLimit::new(4_096, 64 << 20, FullPolicy::Reject),
+    )?;
+    let requests = BudgetedQueue::new(broker_budget.child(
+        "requests",
+        BudgetLimit::new(64, 1 << 20, FullPolicy::WaitUntilDeadline),
+    )?);
+    let inbox = requests.clone();
     let worker = broker.component("request-worker");
     let group = worker.task_group().clone();
     let worker_token = group.cancellation_token();
@@ -193,12 +204,19 @@ fn start_broker(
             in_flight.len()
         );
     })?;
-    // Dropped at cancellation: sending has no cleanup to do.
+    // Dropped at cancellation: sending has no cleanup to do. A full queue
+    // makes the source wait (up to 1 s) instead of growing without bound.
     broker.spawn_cancellable_service("request-source", async move {
         let mut next = 0u64;
         loop {
-            if requests.send(next).await.is_err() {
-                break;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+            let request_bytes = 512;
+            if !requests
+                .push_until(next, request_bytes, BudgetClass::Data, deadline)
+                .await
+                .is_accepted()
+            {
+                eprintln!("request-source: request {next} refused by the broker budget");
             }
             next += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;

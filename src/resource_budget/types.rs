@@ -341,6 +341,9 @@ impl fmt::Display for BudgetRejection {
     }
 }
 
+/// A rejection is a normal outcome, but it also works with `?`.
+impl std::error::Error for BudgetRejection {}
+
 /// The answer to [`ResourcePermit::try_rebind`](crate::ResourcePermit::try_rebind).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermitRebindOutcome {

@@ -38,6 +38,7 @@ mod blocking;
 mod config;
 mod context;
 mod error;
+mod metadata_io;
 mod operation;
 mod owner;
 pub mod prelude;
@@ -54,6 +55,13 @@ pub use blocking::*;
 pub use config::*;
 pub use context::RuntimeContext;
 pub use error::*;
+pub use metadata_io::fs::*;
+pub use metadata_io::{
+    MetadataDeadline, MetadataGeneration, MetadataIoActor, MetadataIoAdmissionOutcome,
+    MetadataIoCommitOutcome, MetadataIoConfig, MetadataIoDurabilityOutcome,
+    MetadataIoEffectiveProfile, MetadataIoPlan, MetadataIoReceipt, MetadataIoResourceSnapshot,
+    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
+};
 pub use operation::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
     OperationWaitPolicy,

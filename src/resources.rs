@@ -1,10 +1,13 @@
 //! `RuntimeResources`: the owner's memory limit, managed budget and the
 //! process budget tree every context shares.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::Arc;
+use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
+use crate::metadata_io::types::MetadataGeneration;
 use crate::resource_budget::memory::{
     ManagedMemoryBudget, ManagedMemoryPolicy, ProcessMemoryLimit,
 };
@@ -26,7 +29,23 @@ struct ResourcesInner {
     memory_limit: ProcessMemoryLimit,
     memory_budget: ManagedMemoryBudget,
     process: ResourceBudgetTree,
+    /// Owner-scoped metadata target registry: one writer per target path.
+    metadata_targets: Mutex<HashMap<PathBuf, MetadataTarget>>,
+    /// Owner-scoped generation counter for `submit_next`.
+    metadata_generation: AtomicU64,
 }
+
+/// The owner-scoped history of one metadata target path.
+#[derive(Debug)]
+struct MetadataTarget {
+    resource: Arc<str>,
+    writer: Option<u64>,
+    durable: Option<MetadataGeneration>,
+    fenced: bool,
+}
+
+/// Targets one owner's registry keeps.
+const METADATA_TARGET_CAPACITY: usize = 4_096;
 
 impl fmt::Debug for RuntimeResources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -56,6 +75,8 @@ impl RuntimeResources {
                 memory_limit: configured.unwrap_or(detected),
                 memory_budget,
                 process,
+                metadata_targets: Mutex::new(HashMap::new()),
+                metadata_generation: AtomicU64::new(0),
             }),
         })
     }
@@ -75,4 +96,88 @@ impl RuntimeResources {
     pub fn process_budget(&self) -> ResourceBudget {
         self.inner.process.root()
     }
+
+    /// The next generation of the owner-wide counter (never 0; wraps to 1).
+    pub(crate) fn next_metadata_generation(&self) -> MetadataGeneration {
+        let next = self
+            .inner
+            .metadata_generation
+            .fetch_add(1, Ordering::Relaxed);
+        MetadataGeneration::new(next.wrapping_add(1).max(1))
+    }
+
+    /// How many targets the owner's registry keeps.
+    pub(crate) fn metadata_target_capacity(&self) -> usize {
+        METADATA_TARGET_CAPACITY
+    }
+
+    /// Claims `target` for `resource` written by `actor`. Returns the
+    /// target's durable history and whether it is fenced, or `None` when
+    /// another resource or another live actor owns it (or the registry is
+    /// full).
+    pub(crate) fn claim_metadata_target(
+        &self,
+        target: &Path,
+        resource: &Arc<str>,
+        actor: u64,
+    ) -> Option<(Option<MetadataGeneration>, bool)> {
+        let key = normalize(target);
+        let mut targets = self.inner.metadata_targets.lock();
+        if let Some(entry) = targets.get_mut(&key) {
+            if entry.resource != *resource || entry.writer.is_some_and(|writer| writer != actor) {
+                return None;
+            }
+            entry.writer = Some(actor);
+            return Some((entry.durable, entry.fenced));
+        }
+        if targets.len() >= METADATA_TARGET_CAPACITY {
+            return None;
+        }
+        targets.insert(
+            key,
+            MetadataTarget {
+                resource: Arc::clone(resource),
+                writer: Some(actor),
+                durable: None,
+                fenced: false,
+            },
+        );
+        Some((None, false))
+    }
+
+    pub(crate) fn record_metadata_durable(&self, target: &Path, generation: MetadataGeneration) {
+        if let Some(entry) = self
+            .inner
+            .metadata_targets
+            .lock()
+            .get_mut(&normalize(target))
+        {
+            entry.durable = Some(entry.durable.map_or(generation, |old| old.max(generation)));
+        }
+    }
+
+    pub(crate) fn fence_metadata_target(&self, target: &Path) {
+        if let Some(entry) = self
+            .inner
+            .metadata_targets
+            .lock()
+            .get_mut(&normalize(target))
+        {
+            entry.fenced = true;
+        }
+    }
+
+    /// Ends `actor`'s live ownership of its targets (history is kept).
+    pub(crate) fn release_metadata_writer(&self, actor: u64) {
+        for entry in self.inner.metadata_targets.lock().values_mut() {
+            if entry.writer == Some(actor) {
+                entry.writer = None;
+            }
+        }
+    }
+}
+
+/// A lexically normalized absolute path (no filesystem access).
+fn normalize(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

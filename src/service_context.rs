@@ -272,6 +272,11 @@ impl ChildServiceContext {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
     }
 
+    /// The owner's resources (crate: the metadata actor's registry).
+    pub(crate) fn resources(&self) -> &RuntimeResources {
+        self.shared.resources()
+    }
+
     /// The managed `StorageIo` lane, scoped to this context: short storage
     /// and filesystem operations. All lanes of an owner share one global
     /// admission budget (`RuntimeConfig::max_blocking_threads`); work is

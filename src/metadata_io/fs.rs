@@ -1,0 +1,939 @@
+//! Atomic, durable replacement of a metadata file.
+//!
+//! [`MetadataFileSystem`] is the seam between the metadata actor and the
+//! disk: one call replaces a whole target file with a snapshot, and either
+//! publishes the complete snapshot or leaves the previous file in place.
+//! [`LocalMetadataFileSystem`] implements it on the local filesystem with the
+//! classic sequence
+//!
+//! ```text
+//! create parent ─ create temp (same dir, exclusive) ─ write ─ fsync temp
+//!   ─ rename temp over target ─ fsync parent dir
+//!   └─ any failure before the rename: remove temp (best effort)
+//! ```
+//!
+//! Every step is named by a [`MetadataIoOperation`]; a failure is a
+//! [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io) whose
+//! [`operation`](RuntimeError::operation) is the step's
+//! [`RuntimeOperation`] and whose source is the [`io::Error`]. A failure at
+//! [`SyncParent`](MetadataIoOperation::SyncParent) happens *after* the rename:
+//! the new content is visible but its durability is unknown, so callers
+//! classify it as "commit outcome unknown" rather than "failed before commit".
+//!
+//! The steps run behind the crate-private [`PersistSteps`] trait, so the
+//! fault injector ([`FaultInjectingFileSystem`]) exercises the very same
+//! protocol code ([`persist_with`]) and the very same real filesystem calls,
+//! failing only the step it was told to fail.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use crate::loom::{Mutex, StatCounter, StaticAtomicU64};
+use crate::{RuntimeError, RuntimeOperation, RuntimeResult};
+
+/// One step of an atomic metadata write, in execution order.
+///
+/// `Display` is a human phrase ("write the temporary file");
+/// [`runtime_operation`](Self::runtime_operation) is the matching
+/// [`RuntimeOperation`] label carried by a [`RuntimeError`].
+///
+/// # Examples
+///
+/// ```
+/// use rocketmq_runtime::{MetadataIoOperation, RuntimeOperation};
+///
+/// let step = MetadataIoOperation::SyncParent;
+/// assert_eq!(step.to_string(), "sync the parent directory");
+/// assert_eq!(step.runtime_operation(), RuntimeOperation::MetadataSyncParent);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataIoOperation {
+    /// Creating the target's parent directory (and its missing ancestors).
+    CreateParent,
+    /// Exclusively creating the temporary file beside the target.
+    CreateTemporary,
+    /// Writing the snapshot into the temporary file.
+    WriteTemporary,
+    /// Syncing the temporary file's data and metadata to stable storage.
+    SyncTemporary,
+    /// Atomically renaming the temporary file over the target.
+    ReplaceTarget,
+    /// Syncing the parent directory so the rename itself is durable. A
+    /// failure here happens after the target was replaced.
+    SyncParent,
+    /// Removing the temporary file after an earlier step failed.
+    RemoveTemporary,
+}
+
+impl MetadataIoOperation {
+    /// Every step, in execution order (removal last).
+    pub(crate) const ALL: [Self; 7] = [
+        Self::CreateParent,
+        Self::CreateTemporary,
+        Self::WriteTemporary,
+        Self::SyncTemporary,
+        Self::ReplaceTarget,
+        Self::SyncParent,
+        Self::RemoveTemporary,
+    ];
+
+    /// The [`RuntimeOperation`] label of this step
+    /// (`RuntimeOperation::Metadata*`).
+    pub const fn runtime_operation(self) -> RuntimeOperation {
+        match self {
+            Self::CreateParent => RuntimeOperation::MetadataCreateParent,
+            Self::CreateTemporary => RuntimeOperation::MetadataCreateTemporary,
+            Self::WriteTemporary => RuntimeOperation::MetadataWriteTemporary,
+            Self::SyncTemporary => RuntimeOperation::MetadataSyncTemporary,
+            Self::ReplaceTarget => RuntimeOperation::MetadataReplaceTarget,
+            Self::SyncParent => RuntimeOperation::MetadataSyncParent,
+            Self::RemoveTemporary => RuntimeOperation::MetadataRemoveTemporary,
+        }
+    }
+
+    /// Position in [`ALL`](Self::ALL).
+    const fn index(self) -> usize {
+        self as usize
+    }
+
+    const fn phrase(self) -> &'static str {
+        match self {
+            Self::CreateParent => "create the parent directory",
+            Self::CreateTemporary => "create the temporary file",
+            Self::WriteTemporary => "write the temporary file",
+            Self::SyncTemporary => "sync the temporary file",
+            Self::ReplaceTarget => "replace the target with the temporary file",
+            Self::SyncParent => "sync the parent directory",
+            Self::RemoveTemporary => "remove the temporary file",
+        }
+    }
+}
+
+impl fmt::Display for MetadataIoOperation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.phrase())
+    }
+}
+
+/// Durable, all-or-nothing replacement of one metadata file.
+///
+/// The metadata actor calls [`persist_atomic`](Self::persist_atomic) from a
+/// blocking lane, one call per snapshot generation; tests and embedders can
+/// supply their own implementation (for example to inject faults) through
+/// `MetadataIoPlan::start_with_file_system`.
+///
+/// # Contract
+///
+/// * The target is never observed with partial content: a reader sees either
+///   the previous file (or no file) or the complete new `bytes`.
+/// * On `Ok(())` the new content is durable.
+/// * On `Err`, [`RuntimeError::operation`] names the failed step (one of the
+///   `RuntimeOperation::Metadata*` labels, see
+///   [`MetadataIoOperation::runtime_operation`]) and the error's source is the
+///   underlying [`io::Error`]. Only a failure labelled
+///   [`MetadataSyncParent`](RuntimeOperation::MetadataSyncParent) may leave the
+///   new content published (but not known to be durable); every other failure
+///   leaves the previous target untouched.
+pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
+    /// Replaces `target` with `bytes`, atomically and durably.
+    ///
+    /// # Errors
+    ///
+    /// A [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io) whose
+    /// operation names the failed step; see the trait-level contract for
+    /// what each step's failure leaves on disk.
+    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()>;
+}
+
+/// [`MetadataFileSystem`] on the local filesystem: temporary file, `fsync`,
+/// atomic rename, parent-directory `fsync`.
+///
+/// [`persist_atomic`](MetadataFileSystem::persist_atomic) runs these steps,
+/// each labelled by a [`MetadataIoOperation`]:
+///
+/// 1. [`CreateParent`](MetadataIoOperation::CreateParent): create the
+///    target's parent directory and missing ancestors.
+/// 2. [`CreateTemporary`](MetadataIoOperation::CreateTemporary): create
+///    `.{file name}.{pid}.{sequence}.tmp` in that directory with
+///    `create_new`, so an existing file or symlink at that name (even a
+///    dangling one) is never opened or followed. `sequence` comes from a
+///    process-wide counter, so concurrent writers never share a temporary
+///    file.
+/// 3. [`WriteTemporary`](MetadataIoOperation::WriteTemporary): write all
+///    bytes.
+/// 4. [`SyncTemporary`](MetadataIoOperation::SyncTemporary): `sync_all` the
+///    temporary file.
+/// 5. [`ReplaceTarget`](MetadataIoOperation::ReplaceTarget): rename the
+///    temporary file over the target (atomic on POSIX filesystems).
+/// 6. [`SyncParent`](MetadataIoOperation::SyncParent): open the parent
+///    directory and `sync_all` it, making the rename durable. Unix only;
+///    elsewhere the step succeeds without a call.
+///
+/// If any step before the rename fails (or panics), the temporary file is
+/// removed ([`RemoveTemporary`](MetadataIoOperation::RemoveTemporary)) before
+/// the error is returned. Removal is best effort: a removal failure is logged
+/// and never replaces the original error. A failure at `SyncParent` is
+/// reported as [`RuntimeOperation::MetadataSyncParent`]; the new content is
+/// already visible at that point.
+///
+/// The implementation blocks the calling thread; call it from a blocking
+/// lane, never from an async task.
+///
+/// # Examples
+///
+/// ```
+/// use rocketmq_runtime::{LocalMetadataFileSystem, MetadataFileSystem};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = std::env::temp_dir().join(format!("fs-doc-{}", std::process::id()));
+/// let target = dir.join("topics.json");
+/// LocalMetadataFileSystem.persist_atomic(&target, b"{\"topics\":[]}")?;
+/// assert_eq!(std::fs::read(&target)?, b"{\"topics\":[]}");
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LocalMetadataFileSystem;
+
+impl LocalMetadataFileSystem {
+    /// The local filesystem implementation (same as `Default`).
+    pub const fn new() -> Self {
+        Self
+    }
+}
+
+impl MetadataFileSystem for LocalMetadataFileSystem {
+    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
+        persist_with(self, target, bytes)
+    }
+}
+
+/// Source of the `{sequence}` part of temporary file names. A plain id
+/// source that no loom model explores (see [`StaticAtomicU64`]).
+static TEMPORARY_SEQUENCE: StaticAtomicU64 = StaticAtomicU64::new(0);
+
+/// The longest part of the target's file name copied into a temporary file
+/// name, in bytes, so that the decorated name stays below `NAME_MAX` (255).
+const MAX_TEMPORARY_STEM_BYTES: usize = 128;
+
+/// The individual filesystem calls of an atomic write.
+///
+/// [`persist_with`] owns the protocol (order, error labels, cleanup); an
+/// implementation only performs single steps. [`LocalMetadataFileSystem`]
+/// performs the real calls; [`FaultInjectingFileSystem`] and unit-test
+/// wrappers delegate to it and replace selected steps.
+pub(crate) trait PersistSteps {
+    /// The temporary file name to use for a target named `file_name` in
+    /// `directory`; must be in `directory` and unique per call.
+    fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf;
+    /// [`MetadataIoOperation::CreateParent`].
+    fn create_parent(&self, directory: &Path) -> io::Result<()>;
+    /// [`MetadataIoOperation::CreateTemporary`]; must fail if `path` exists.
+    fn create_temporary(&self, path: &Path) -> io::Result<File>;
+    /// [`MetadataIoOperation::WriteTemporary`].
+    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()>;
+    /// [`MetadataIoOperation::SyncTemporary`].
+    fn sync_temporary(&self, file: &File) -> io::Result<()>;
+    /// [`MetadataIoOperation::ReplaceTarget`].
+    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()>;
+    /// [`MetadataIoOperation::SyncParent`].
+    fn sync_parent(&self, directory: &Path) -> io::Result<()>;
+    /// [`MetadataIoOperation::RemoveTemporary`].
+    fn remove_temporary(&self, path: &Path) -> io::Result<()>;
+}
+
+impl PersistSteps for LocalMetadataFileSystem {
+    fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf {
+        let sequence = TEMPORARY_SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let mut name = OsString::from(".");
+        if file_name.len() <= MAX_TEMPORARY_STEM_BYTES {
+            name.push(file_name);
+        } else {
+            let lossy = file_name.to_string_lossy();
+            let mut end = MAX_TEMPORARY_STEM_BYTES;
+            while !lossy.is_char_boundary(end) {
+                end -= 1;
+            }
+            name.push(&lossy[..end]);
+        }
+        name.push(format!(".{}.{sequence}.tmp", std::process::id()));
+        directory.join(name)
+    }
+
+    fn create_parent(&self, directory: &Path) -> io::Result<()> {
+        fs::create_dir_all(directory)
+    }
+
+    fn create_temporary(&self, path: &Path) -> io::Result<File> {
+        // `create_new` is O_CREAT | O_EXCL: it fails on any existing entry,
+        // including a symlink (dangling or not), which is never followed.
+        OpenOptions::new().write(true).create_new(true).open(path)
+    }
+
+    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        file.write_all(bytes)
+    }
+
+    fn sync_temporary(&self, file: &File) -> io::Result<()> {
+        file.sync_all()
+    }
+
+    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
+        fs::rename(temporary, target)
+    }
+
+    fn sync_parent(&self, directory: &Path) -> io::Result<()> {
+        #[cfg(unix)]
+        {
+            File::open(directory)?.sync_all()
+        }
+        #[cfg(not(unix))]
+        {
+            // Directories cannot be opened for syncing portably; the rename
+            // is as durable as the platform makes it.
+            let _ = directory;
+            Ok(())
+        }
+    }
+
+    fn remove_temporary(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+}
+
+/// The directory a target lives in; `.` for a bare relative file name.
+pub(crate) fn parent_directory(target: &Path) -> &Path {
+    match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// Labels an `io::Error` with the step that produced it.
+#[track_caller]
+fn step_error(step: MetadataIoOperation, source: io::Error) -> RuntimeError {
+    RuntimeError::io(step.runtime_operation(), source)
+}
+
+/// Removes the temporary file on drop unless the rename consumed it, so every
+/// exit before the rename (error or panic) cleans up.
+struct TemporaryGuard<'a, S: PersistSteps + ?Sized> {
+    steps: &'a S,
+    path: &'a Path,
+    armed: bool,
+}
+
+impl<S: PersistSteps + ?Sized> Drop for TemporaryGuard<'_, S> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(error) = self.steps.remove_temporary(self.path) {
+            // Best effort: the caller gets the step that actually failed.
+            tracing::warn!(
+                operation = %RuntimeOperation::MetadataRemoveTemporary,
+                path = %self.path.display(),
+                error = %error,
+                "could not remove a temporary metadata file after a failed write"
+            );
+        }
+    }
+}
+
+/// The atomic-replacement protocol over `steps`; see
+/// [`LocalMetadataFileSystem`] for the sequence and failure semantics.
+pub(crate) fn persist_with<S: PersistSteps + ?Sized>(
+    steps: &S,
+    target: &Path,
+    bytes: &[u8],
+) -> RuntimeResult<()> {
+    let Some(file_name) = target.file_name() else {
+        return Err(step_error(
+            MetadataIoOperation::CreateTemporary,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "metadata target path has no file name",
+            ),
+        ));
+    };
+    let directory = parent_directory(target);
+    steps
+        .create_parent(directory)
+        .map_err(|error| step_error(MetadataIoOperation::CreateParent, error))?;
+
+    let temporary = steps.temporary_path(directory, file_name);
+    // A failed exclusive create made nothing of ours: never remove whatever
+    // occupies the name.
+    let mut file = steps
+        .create_temporary(&temporary)
+        .map_err(|error| step_error(MetadataIoOperation::CreateTemporary, error))?;
+    let mut guard = TemporaryGuard {
+        steps,
+        path: &temporary,
+        armed: true,
+    };
+
+    steps
+        .write_temporary(&mut file, bytes)
+        .map_err(|error| step_error(MetadataIoOperation::WriteTemporary, error))?;
+    steps
+        .sync_temporary(&file)
+        .map_err(|error| step_error(MetadataIoOperation::SyncTemporary, error))?;
+    // Close before the rename (required on some platforms, harmless on Unix).
+    drop(file);
+    steps
+        .replace_target(&temporary, target)
+        .map_err(|error| step_error(MetadataIoOperation::ReplaceTarget, error))?;
+    // The temporary name is gone: it now is the target.
+    guard.armed = false;
+    drop(guard);
+
+    steps
+        .sync_parent(directory)
+        .map_err(|error| step_error(MetadataIoOperation::SyncParent, error))
+}
+
+/// An injected failure: an error kind or a raw OS error code.
+#[derive(Debug, Clone, Copy)]
+enum InjectedFault {
+    Kind(io::ErrorKind),
+    Os(i32),
+}
+
+impl InjectedFault {
+    fn to_error(self, step: MetadataIoOperation) -> io::Error {
+        match self {
+            Self::Kind(kind) => io::Error::new(kind, format!("injected fault: {step}")),
+            Self::Os(code) => io::Error::from_raw_os_error(code),
+        }
+    }
+}
+
+/// A [`MetadataFileSystem`] for tests: the real [`LocalMetadataFileSystem`]
+/// with injectable per-step failures.
+///
+/// Not part of the supported API (hidden from the docs); it exists so unit
+/// and integration tests can drive every failure path of the real protocol.
+/// Each step runs the real local filesystem call unless a fault is armed
+/// for it; an armed step does **not** run and instead returns the injected
+/// [`io::Error`]. Faults stay armed until cleared, so every later write
+/// fails at the same step; [`clear`](Self::clear) restores normal operation.
+///
+/// Arming [`RemoveTemporary`](MetadataIoOperation::RemoveTemporary) together
+/// with an earlier step shows that a cleanup failure never replaces the
+/// original error (the temporary file is then left behind). Arming
+/// [`SyncParent`](MetadataIoOperation::SyncParent) publishes the new content
+/// and reports [`RuntimeOperation::MetadataSyncParent`].
+///
+/// # Examples
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use rocketmq_runtime::{
+///     FaultInjectingFileSystem, MetadataFileSystem, MetadataIoOperation, RuntimeOperation,
+/// };
+///
+/// let dir = std::env::temp_dir().join(format!("fault-doc-{}", std::process::id()));
+/// let target = dir.join("offsets.json");
+/// let fs = FaultInjectingFileSystem::new();
+/// fs.fail_at(MetadataIoOperation::WriteTemporary, ErrorKind::StorageFull);
+/// let error = fs.persist_atomic(&target, b"{}").unwrap_err();
+/// assert_eq!(error.operation(), RuntimeOperation::MetadataWriteTemporary);
+/// assert!(!target.exists());
+///
+/// fs.clear();
+/// fs.persist_atomic(&target, b"{}").unwrap();
+/// assert_eq!(fs.injected_faults(), 1);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct FaultInjectingFileSystem {
+    inner: LocalMetadataFileSystem,
+    faults: Mutex<[Option<InjectedFault>; MetadataIoOperation::ALL.len()]>,
+    injected: StatCounter,
+}
+
+impl FaultInjectingFileSystem {
+    /// A fault injector with no fault armed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Arms `step` to fail with an error of `kind` (for example
+    /// [`io::ErrorKind::StorageFull`]) until cleared.
+    pub fn fail_at(&self, step: MetadataIoOperation, kind: io::ErrorKind) {
+        self.faults.lock()[step.index()] = Some(InjectedFault::Kind(kind));
+    }
+
+    /// Arms `step` to fail with the raw OS error `code` (for example `28`,
+    /// `ENOSPC` on Linux) until cleared.
+    pub fn fail_at_os_error(&self, step: MetadataIoOperation, code: i32) {
+        self.faults.lock()[step.index()] = Some(InjectedFault::Os(code));
+    }
+
+    /// Disarms the fault of `step`, if any.
+    pub fn clear_at(&self, step: MetadataIoOperation) {
+        self.faults.lock()[step.index()] = None;
+    }
+
+    /// Disarms every fault.
+    pub fn clear(&self) {
+        *self.faults.lock() = Default::default();
+    }
+
+    /// How many injected errors were returned so far.
+    pub fn injected_faults(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+
+    /// `Err` with the injected error when `step` is armed.
+    fn check(&self, step: MetadataIoOperation) -> io::Result<()> {
+        let fault = self.faults.lock()[step.index()];
+        match fault {
+            Some(fault) => {
+                self.injected.fetch_add(1, Ordering::Relaxed);
+                Err(fault.to_error(step))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl PersistSteps for FaultInjectingFileSystem {
+    fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf {
+        self.inner.temporary_path(directory, file_name)
+    }
+
+    fn create_parent(&self, directory: &Path) -> io::Result<()> {
+        self.check(MetadataIoOperation::CreateParent)?;
+        self.inner.create_parent(directory)
+    }
+
+    fn create_temporary(&self, path: &Path) -> io::Result<File> {
+        self.check(MetadataIoOperation::CreateTemporary)?;
+        self.inner.create_temporary(path)
+    }
+
+    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        self.check(MetadataIoOperation::WriteTemporary)?;
+        self.inner.write_temporary(file, bytes)
+    }
+
+    fn sync_temporary(&self, file: &File) -> io::Result<()> {
+        self.check(MetadataIoOperation::SyncTemporary)?;
+        self.inner.sync_temporary(file)
+    }
+
+    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
+        self.check(MetadataIoOperation::ReplaceTarget)?;
+        self.inner.replace_target(temporary, target)
+    }
+
+    fn sync_parent(&self, directory: &Path) -> io::Result<()> {
+        self.check(MetadataIoOperation::SyncParent)?;
+        self.inner.sync_parent(directory)
+    }
+
+    fn remove_temporary(&self, path: &Path) -> io::Result<()> {
+        self.check(MetadataIoOperation::RemoveTemporary)?;
+        self.inner.remove_temporary(path)
+    }
+}
+
+impl MetadataFileSystem for FaultInjectingFileSystem {
+    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
+        persist_with(self, target, bytes)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::collections::HashSet;
+    use std::error::Error as _;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::RuntimeErrorKind;
+
+    /// Names of the entries of `dir`, sorted.
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .expect("read dir")
+            .map(|entry| {
+                entry
+                    .expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn temporaries(dir: &Path) -> Vec<String> {
+        entries(dir)
+            .into_iter()
+            .filter(|name| name.contains(".tmp"))
+            .collect()
+    }
+
+    fn io_source(error: &RuntimeError) -> &io::Error {
+        error
+            .source()
+            .and_then(|source| source.downcast_ref::<io::Error>())
+            .expect("io source")
+    }
+
+    /// The local steps, except that the temporary name is fixed, so a test
+    /// can occupy it beforehand.
+    #[derive(Debug)]
+    struct FixedTemporaryName {
+        inner: LocalMetadataFileSystem,
+        name: &'static str,
+    }
+
+    impl PersistSteps for FixedTemporaryName {
+        fn temporary_path(&self, directory: &Path, _file_name: &OsStr) -> PathBuf {
+            directory.join(self.name)
+        }
+        fn create_parent(&self, directory: &Path) -> io::Result<()> {
+            self.inner.create_parent(directory)
+        }
+        fn create_temporary(&self, path: &Path) -> io::Result<File> {
+            self.inner.create_temporary(path)
+        }
+        fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+            self.inner.write_temporary(file, bytes)
+        }
+        fn sync_temporary(&self, file: &File) -> io::Result<()> {
+            self.inner.sync_temporary(file)
+        }
+        fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
+            self.inner.replace_target(temporary, target)
+        }
+        fn sync_parent(&self, directory: &Path) -> io::Result<()> {
+            self.inner.sync_parent(directory)
+        }
+        fn remove_temporary(&self, path: &Path) -> io::Result<()> {
+            self.inner.remove_temporary(path)
+        }
+    }
+
+    #[test]
+    fn operations_map_to_distinct_metadata_labels_and_phrases() {
+        let labels: HashSet<_> = MetadataIoOperation::ALL
+            .iter()
+            .map(|step| step.runtime_operation())
+            .collect();
+        let phrases: HashSet<_> = MetadataIoOperation::ALL
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(labels.len(), 7);
+        assert_eq!(phrases.len(), 7);
+        for (index, step) in MetadataIoOperation::ALL.iter().enumerate() {
+            assert_eq!(step.index(), index);
+            assert!(step.runtime_operation().label().starts_with("metadata-"));
+        }
+        assert_eq!(
+            MetadataIoOperation::CreateParent.to_string(),
+            "create the parent directory"
+        );
+        assert_eq!(
+            MetadataIoOperation::ReplaceTarget.runtime_operation(),
+            RuntimeOperation::MetadataReplaceTarget
+        );
+        assert_eq!(
+            MetadataIoOperation::RemoveTemporary.runtime_operation(),
+            RuntimeOperation::MetadataRemoveTemporary
+        );
+    }
+
+    #[test]
+    fn successful_writes_create_the_parent_replace_the_target_and_leave_only_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let parent = dir.path().join("nested").join("store");
+        let target = parent.join("topics.json");
+
+        LocalMetadataFileSystem
+            .persist_atomic(&target, b"generation-1")
+            .expect("first write");
+        assert_eq!(fs::read(&target).expect("read"), b"generation-1");
+        LocalMetadataFileSystem
+            .persist_atomic(&target, b"gen-2")
+            .expect("second write (shorter)");
+        assert_eq!(fs::read(&target).expect("read"), b"gen-2");
+        LocalMetadataFileSystem
+            .persist_atomic(&target, b"")
+            .expect("empty snapshot");
+        assert_eq!(fs::read(&target).expect("read"), b"");
+        assert_eq!(entries(&parent), vec!["topics.json".to_owned()]);
+    }
+
+    #[test]
+    fn temporary_names_are_hidden_unique_and_beside_the_target() {
+        let dir = Path::new("/srv/store");
+        let fs = LocalMetadataFileSystem;
+        let first = fs.temporary_path(dir, OsStr::new("topics.json"));
+        let second = fs.temporary_path(dir, OsStr::new("topics.json"));
+        assert_ne!(first, second);
+        assert_eq!(first.parent(), Some(dir));
+        let name = first.file_name().expect("name").to_string_lossy();
+        let prefix = format!(".topics.json.{}.", std::process::id());
+        assert!(name.starts_with(&prefix), "{name}");
+        assert!(name.ends_with(".tmp"), "{name}");
+        let sequence = &name[prefix.len()..name.len() - ".tmp".len()];
+        sequence.parse::<u64>().expect("numeric sequence");
+
+        let long = "é".repeat(200);
+        let shortened = fs.temporary_path(dir, OsStr::new(&long));
+        let name = shortened.file_name().expect("name").to_string_lossy();
+        assert!(name.len() < 200, "{}", name.len());
+        assert!(name.ends_with(".tmp"));
+
+        assert_eq!(parent_directory(Path::new("meta.json")), Path::new("."));
+        assert_eq!(parent_directory(Path::new("a/meta.json")), Path::new("a"));
+    }
+
+    #[test]
+    fn a_fault_before_the_rename_keeps_the_previous_target_and_removes_the_temporary() {
+        let cases = [
+            (
+                MetadataIoOperation::CreateParent,
+                InjectedFault::Kind(io::ErrorKind::PermissionDenied),
+            ),
+            (
+                MetadataIoOperation::CreateTemporary,
+                InjectedFault::Os(28), // ENOSPC
+            ),
+            (
+                MetadataIoOperation::WriteTemporary,
+                InjectedFault::Kind(io::ErrorKind::StorageFull),
+            ),
+            (
+                MetadataIoOperation::WriteTemporary,
+                InjectedFault::Os(28), // ENOSPC
+            ),
+            (
+                MetadataIoOperation::SyncTemporary,
+                InjectedFault::Os(5), // EIO
+            ),
+            (
+                MetadataIoOperation::ReplaceTarget,
+                InjectedFault::Kind(io::ErrorKind::PermissionDenied),
+            ),
+        ];
+        for (step, fault) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let target = dir.path().join("offsets.json");
+            let fs = FaultInjectingFileSystem::new();
+            fs.persist_atomic(&target, b"previous").expect("seed");
+
+            match fault {
+                InjectedFault::Kind(kind) => fs.fail_at(step, kind),
+                InjectedFault::Os(code) => fs.fail_at_os_error(step, code),
+            }
+            let error = fs
+                .persist_atomic(&target, b"next generation")
+                .expect_err("injected fault");
+            assert_eq!(error.kind(), RuntimeErrorKind::Io, "{step}");
+            assert_eq!(error.operation(), step.runtime_operation(), "{step}");
+            let source = io_source(&error);
+            match fault {
+                InjectedFault::Kind(kind) => assert_eq!(source.kind(), kind, "{step}"),
+                InjectedFault::Os(code) => {
+                    assert_eq!(source.raw_os_error(), Some(code), "{step}");
+                    #[cfg(target_os = "linux")]
+                    if code == 28 {
+                        assert_eq!(source.kind(), io::ErrorKind::StorageFull);
+                    }
+                }
+            }
+            assert_eq!(fs.injected_faults(), 1, "{step}");
+            assert_eq!(fs::read(&target).expect("read"), b"previous", "{step}");
+            assert_eq!(
+                entries(dir.path()),
+                vec!["offsets.json".to_owned()],
+                "{step}: no temporary file may remain"
+            );
+
+            // A persistent fault fails the next write at the same step too.
+            let again = fs.persist_atomic(&target, b"x").expect_err("still armed");
+            assert_eq!(again.operation(), step.runtime_operation());
+
+            fs.clear();
+            fs.persist_atomic(&target, b"after recovery")
+                .expect("write after the fault clears");
+            assert_eq!(fs::read(&target).expect("read"), b"after recovery");
+            assert_eq!(entries(dir.path()), vec!["offsets.json".to_owned()]);
+        }
+    }
+
+    #[test]
+    fn a_fault_at_the_first_write_leaves_no_target_at_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("absent").join("broker.json");
+        let fs = FaultInjectingFileSystem::new();
+        fs.fail_at(MetadataIoOperation::SyncTemporary, io::ErrorKind::Other);
+        let error = fs.persist_atomic(&target, b"data").expect_err("fault");
+        assert_eq!(error.operation(), RuntimeOperation::MetadataSyncTemporary);
+        assert!(!target.exists());
+        assert!(entries(&dir.path().join("absent")).is_empty());
+    }
+
+    #[test]
+    fn a_fault_at_sync_parent_publishes_the_new_content_and_reports_sync_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("subscriptions.json");
+        let fs = FaultInjectingFileSystem::new();
+        fs.persist_atomic(&target, b"old").expect("seed");
+
+        fs.fail_at_os_error(MetadataIoOperation::SyncParent, 5);
+        let error = fs.persist_atomic(&target, b"new").expect_err("fault");
+        assert_eq!(error.kind(), RuntimeErrorKind::Io);
+        assert_eq!(error.operation(), RuntimeOperation::MetadataSyncParent);
+        assert_eq!(io_source(&error).raw_os_error(), Some(5));
+        assert_eq!(fs::read(&target).expect("read"), b"new");
+        assert_eq!(entries(dir.path()), vec!["subscriptions.json".to_owned()]);
+
+        fs.clear_at(MetadataIoOperation::SyncParent);
+        fs.persist_atomic(&target, b"newer").expect("after clear");
+        assert_eq!(fs::read(&target).expect("read"), b"newer");
+    }
+
+    #[test]
+    fn a_cleanup_failure_never_replaces_the_original_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("consumer.json");
+        let fs = FaultInjectingFileSystem::new();
+        fs.persist_atomic(&target, b"old").expect("seed");
+
+        fs.fail_at(
+            MetadataIoOperation::WriteTemporary,
+            io::ErrorKind::StorageFull,
+        );
+        fs.fail_at(
+            MetadataIoOperation::RemoveTemporary,
+            io::ErrorKind::PermissionDenied,
+        );
+        let error = fs.persist_atomic(&target, b"new").expect_err("fault");
+        assert_eq!(error.operation(), RuntimeOperation::MetadataWriteTemporary);
+        assert_eq!(io_source(&error).kind(), io::ErrorKind::StorageFull);
+        assert_eq!(fs.injected_faults(), 2);
+        assert_eq!(fs::read(&target).expect("read"), b"old");
+        // The injected removal failure skipped the real removal.
+        let left = temporaries(dir.path());
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(left[0].starts_with(".consumer.json."), "{left:?}");
+
+        // Removal alone armed: nothing fails, nothing to remove.
+        fs.clear_at(MetadataIoOperation::WriteTemporary);
+        fs.persist_atomic(&target, b"newer").expect("write");
+        assert_eq!(fs::read(&target).expect("read"), b"newer");
+        assert_eq!(temporaries(dir.path()).len(), 1);
+    }
+
+    #[test]
+    fn real_failures_are_labelled_and_cleaned_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+
+        // The target is a non-empty directory: the rename fails.
+        let target = dir.path().join("occupied");
+        fs::create_dir(&target).expect("dir");
+        fs::write(target.join("keep"), b"x").expect("file");
+        let error = LocalMetadataFileSystem
+            .persist_atomic(&target, b"data")
+            .expect_err("rename over a directory");
+        assert_eq!(error.operation(), RuntimeOperation::MetadataReplaceTarget);
+        assert!(temporaries(dir.path()).is_empty());
+        assert_eq!(entries(&target), vec!["keep".to_owned()]);
+
+        // A parent component is a regular file: creating the parent fails.
+        let blocker = dir.path().join("blocker");
+        fs::write(&blocker, b"file").expect("file");
+        let error = LocalMetadataFileSystem
+            .persist_atomic(&blocker.join("meta.json"), b"data")
+            .expect_err("parent is a file");
+        assert_eq!(error.operation(), RuntimeOperation::MetadataCreateParent);
+        assert_eq!(error.kind(), RuntimeErrorKind::Io);
+
+        // No file name.
+        let error = LocalMetadataFileSystem
+            .persist_atomic(Path::new("/"), b"data")
+            .expect_err("no file name");
+        assert_eq!(error.operation(), RuntimeOperation::MetadataCreateTemporary);
+        assert_eq!(io_source(&error).kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_at_the_temporary_name_is_never_followed_or_removed() {
+        use std::os::unix::fs::symlink;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("outside");
+        let target = dir.path().join("topics.json");
+        let victim = outside.path().join("victim");
+        let dangling = outside.path().join("never-created");
+        fs::write(&victim, b"victim").expect("victim");
+        fs::write(&target, b"previous").expect("target");
+
+        let steps = FixedTemporaryName {
+            inner: LocalMetadataFileSystem,
+            name: ".topics.json.fixed.tmp",
+        };
+        let link = dir.path().join(steps.name);
+
+        for destination in [&victim, &dangling] {
+            symlink(destination, &link).expect("symlink");
+            let error = persist_with(&steps, &target, b"attacker-visible?")
+                .expect_err("create_new must refuse an existing symlink");
+            assert_eq!(error.operation(), RuntimeOperation::MetadataCreateTemporary);
+            assert_eq!(io_source(&error).kind(), io::ErrorKind::AlreadyExists);
+            assert_eq!(fs::read(&victim).expect("victim"), b"victim");
+            assert!(!dangling.exists(), "the dangling link was followed");
+            assert_eq!(fs::read(&target).expect("target"), b"previous");
+            // Not ours: the failed write must not remove the occupant.
+            assert!(fs::symlink_metadata(&link).expect("link").is_symlink());
+            fs::remove_file(&link).expect("remove link");
+        }
+
+        // With the name free, the same steps succeed.
+        persist_with(&steps, &target, b"fresh").expect("write");
+        assert_eq!(fs::read(&target).expect("target"), b"fresh");
+        assert_eq!(entries(dir.path()), vec!["topics.json".to_owned()]);
+    }
+
+    #[test]
+    fn concurrent_writers_use_distinct_temporaries_and_publish_a_complete_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target: Arc<Path> = dir.path().join("shared.json").into();
+        let writers: Vec<_> = (0..4u8)
+            .map(|writer| {
+                let target = Arc::clone(&target);
+                std::thread::spawn(move || {
+                    let payload = vec![writer; 16 * 1024];
+                    for _ in 0..8 {
+                        LocalMetadataFileSystem
+                            .persist_atomic(&target, &payload)
+                            .expect("write");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        let content = fs::read(&target).expect("read");
+        assert_eq!(content.len(), 16 * 1024);
+        assert!(content.iter().all(|byte| *byte == content[0]));
+        assert_eq!(entries(dir.path()), vec!["shared.json".to_owned()]);
+    }
+}

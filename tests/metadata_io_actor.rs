@@ -1,0 +1,389 @@
+//! The metadata actor (invariants 87–100): admission, coalescing, fairness,
+//! honest commit outcomes, budget charging and shutdown. Writes go through
+//! a recording file system whose calls can be held at a gate or fail.
+
+mod support;
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    ChildServiceContext, ManagedMemoryPolicy, MetadataDeadline, MetadataFileSystem,
+    MetadataGeneration, MetadataIoActor, MetadataIoAdmissionOutcome, MetadataIoCommitOutcome,
+    MetadataIoConfig, MetadataWriteRequest, ProcessMemoryLimit, RuntimeConfig, RuntimeError,
+    RuntimeErrorKind, RuntimeOperation, RuntimeOwner, RuntimeResult,
+};
+
+/// Records every write (target and generation) and can hold writes at a
+/// gate or fail them with a chosen operation.
+#[derive(Debug, Default)]
+struct RecordingFs {
+    writes: Mutex<Vec<(PathBuf, u64)>>,
+    gate: Mutex<Option<mpsc::Receiver<()>>>,
+    started: Mutex<Option<mpsc::Sender<()>>>,
+    fail_with: Mutex<Option<RuntimeOperation>>,
+}
+
+impl RecordingFs {
+    /// Holds the next write until the returned sender sends (or drops);
+    /// the receiver reports when the held write started.
+    fn hold_next(&self) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
+        let (release, gate) = mpsc::channel();
+        let (started_tx, started) = mpsc::channel();
+        *self.gate.lock().expect("unpoisoned") = Some(gate);
+        *self.started.lock().expect("unpoisoned") = Some(started_tx);
+        (release, started)
+    }
+
+    fn writes(&self) -> Vec<(PathBuf, u64)> {
+        self.writes.lock().expect("unpoisoned").clone()
+    }
+}
+
+impl MetadataFileSystem for RecordingFs {
+    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
+        let generation = u64::from_le_bytes(bytes[..8].try_into().expect("8-byte header"));
+        let gate = self.gate.lock().expect("unpoisoned").take();
+        if let Some(started) = self.started.lock().expect("unpoisoned").take() {
+            let _ = started.send(());
+        }
+        if let Some(gate) = gate {
+            let _ = gate.recv();
+        }
+        if let Some(operation) = *self.fail_with.lock().expect("unpoisoned") {
+            return Err(RuntimeError::io(
+                operation,
+                std::io::Error::from_raw_os_error(28),
+            ));
+        }
+        self.writes
+            .lock()
+            .expect("unpoisoned")
+            .push((target.to_path_buf(), generation));
+        Ok(())
+    }
+}
+
+fn payload(generation: u64, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len.max(8)];
+    bytes[..8].copy_from_slice(&generation.to_le_bytes());
+    bytes
+}
+
+fn request(resource: &str, generation: u64, len: usize) -> MetadataWriteRequest {
+    MetadataWriteRequest::new(
+        resource,
+        generation,
+        format!("/tmp/rocketmq-test/{resource}.json"),
+        payload(generation, len),
+    )
+}
+
+fn owner(managed_bytes: Option<u64>) -> (RuntimeOwner, ChildServiceContext) {
+    let mut plan =
+        RuntimeOwner::plan(RuntimeConfig::for_parallelism("metadata", 2)).expect("valid");
+    if let Some(bytes) = managed_bytes {
+        plan = plan
+            .with_memory_limit(ProcessMemoryLimit::configured(bytes).expect("positive"))
+            .with_memory_policy(ManagedMemoryPolicy::whole_limit());
+    }
+    let owner = plan.build().expect("builds");
+    let broker = owner.root_context().component("broker");
+    (owner, broker)
+}
+
+fn actor(context: &ChildServiceContext, fs: &Arc<RecordingFs>, writers: usize) -> MetadataIoActor {
+    MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .with_max_concurrent_writes(NonZeroUsize::new(writers).expect("positive"))
+        .start_with_file_system(context, Arc::clone(fs) as Arc<dyn MetadataFileSystem>)
+        .expect("started")
+}
+
+fn accepted(
+    outcome: RuntimeResult<MetadataIoAdmissionOutcome>,
+) -> rocketmq_runtime::MetadataIoReceipt {
+    match outcome.expect("admitted") {
+        MetadataIoAdmissionOutcome::Accepted(receipt) => receipt,
+        MetadataIoAdmissionOutcome::TargetConflict(request) => panic!("conflict: {request:?}"),
+    }
+}
+
+fn soon() -> MetadataDeadline {
+    MetadataDeadline::after(Duration::from_secs(30))
+}
+
+/// With the first write held, 1,000 submissions to one resource produce at
+/// most 2 further writes, and every waiter resolves to a generation ≥ its own.
+#[test]
+fn coalescing_writes_at_most_two_more_generations() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let (release, started) = fs.hold_next();
+    let first = owner.block_on(async { accepted(actor.submit(request("offsets", 1, 64), soon())) });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("first write started");
+    let receipts: Vec<_> = (2..=1_001)
+        .map(|generation| accepted(actor.submit(request("offsets", generation, 64), soon())))
+        .collect();
+    let snapshot = actor.snapshot();
+    assert_eq!(snapshot.pending_operations, 2, "one in flight, one queued");
+    release.send(()).expect("held write");
+    let resolved = owner.block_on(async move {
+        let mut resolved = vec![first.wait_until(soon()).await.expect("durable")];
+        for receipt in receipts {
+            let own = receipt.generation();
+            let durable = receipt.wait_until(soon()).await.expect("durable");
+            assert!(durable >= own, "{durable:?} < {own:?}");
+            resolved.push(durable);
+        }
+        resolved
+    });
+    assert_eq!(resolved.len(), 1_001);
+    let writes = fs.writes();
+    assert!(writes.len() <= 3, "{} writes", writes.len());
+    assert_eq!(
+        writes.last().map(|(_, generation)| *generation),
+        Some(1_001)
+    );
+    assert_eq!(
+        owner
+            .root_context()
+            .process_budget()
+            .snapshot()
+            .current_bytes,
+        0
+    );
+}
+
+/// A hot resource submitting continuously does not delay a cold one by
+/// more than one hot write: hot-1, cold-1, hot-latest.
+#[test]
+fn a_cold_resource_is_not_starved_behind_a_hot_one() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let (release, started) = fs.hold_next();
+    let hot = owner.block_on(async { accepted(actor.submit(request("hot", 1, 64), soon())) });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("hot-1 started");
+    let mut receipts = vec![hot];
+    for generation in 2..=50 {
+        receipts.push(accepted(
+            actor.submit(request("hot", generation, 64), soon()),
+        ));
+        if generation == 10 {
+            receipts.push(accepted(actor.submit(request("cold", 1, 64), soon())));
+        }
+    }
+    release.send(()).expect("held write");
+    owner.block_on(async move {
+        for receipt in receipts {
+            receipt.wait_until(soon()).await.expect("durable");
+        }
+    });
+    let order: Vec<String> = fs
+        .writes()
+        .into_iter()
+        .map(|(path, generation)| {
+            format!(
+                "{}-{generation}",
+                path.file_stem().and_then(|s| s.to_str()).unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(order, ["hot-1", "cold-1", "hot-50"]);
+}
+
+#[test]
+fn admission_rules() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let error = actor
+        .submit(request("a", 1, 8), MetadataDeadline::after(Duration::ZERO))
+        .expect_err("expired");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    assert_eq!(error.operation(), RuntimeOperation::AdmitMetadataSnapshot);
+    let receipt = accepted(actor.submit(request("a", 5, 8), soon()));
+    owner.block_on(async { receipt.wait_until(soon()).await.expect("durable") });
+    // An older generation resolves at once to the durable one.
+    let old = accepted(actor.submit(request("a", 3, 8), soon()));
+    let durable = owner.block_on(async { old.wait_until(soon()).await.expect("durable") });
+    assert_eq!(durable, MetadataGeneration::new(5));
+    // The same resource at another target, or another resource at this target.
+    let moved = MetadataWriteRequest::new(
+        "a",
+        6u64,
+        "/tmp/rocketmq-test/elsewhere.json",
+        payload(6, 8),
+    );
+    assert!(matches!(
+        actor.submit(moved, soon()).expect("answered"),
+        MetadataIoAdmissionOutcome::TargetConflict(_)
+    ));
+    let squatter = MetadataWriteRequest::new("b", 1u64, "/tmp/rocketmq-test/a.json", payload(1, 8));
+    assert!(matches!(
+        actor.submit(squatter, soon()).expect("answered"),
+        MetadataIoAdmissionOutcome::TargetConflict(_)
+    ));
+    actor.stop_admission();
+    let error = actor
+        .submit(request("a", 9, 8), soon())
+        .expect_err("stopped");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(error.operation(), RuntimeOperation::MetadataIoClosed);
+    let profile = actor.effective_profile();
+    assert_eq!(profile.max_concurrent_writes, 1);
+    assert_eq!(profile.max_waiters, 4 * 1_024);
+}
+
+/// A failure before the rename is `FailedBeforeCommit` and advances
+/// nothing; the next submission succeeds once the fault clears. A failure
+/// at the parent sync is `CommitOutcomeUnknown` and fences the target.
+#[test]
+fn commit_outcomes_are_honest() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    for step in [
+        RuntimeOperation::MetadataCreateTemporary,
+        RuntimeOperation::MetadataWriteTemporary,
+        RuntimeOperation::MetadataSyncTemporary,
+        RuntimeOperation::MetadataReplaceTarget,
+    ] {
+        *fs.fail_with.lock().expect("unpoisoned") = Some(step);
+        let receipt = accepted(actor.submit_next(
+            "state",
+            "/tmp/rocketmq-test/state.json",
+            payload(0, 16),
+            soon(),
+        ));
+        let outcome =
+            owner.block_on(async { receipt.wait_until_outcome(soon()).await.expect("settled") });
+        match outcome {
+            MetadataIoCommitOutcome::FailedBeforeCommit(error) => {
+                assert_eq!(error.operation(), step)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let snapshot = actor.snapshot();
+        assert_eq!(
+            snapshot.resources[0].durable_generation, None,
+            "nothing published"
+        );
+        *fs.fail_with.lock().expect("unpoisoned") = None;
+    }
+    let receipt = accepted(actor.submit_next(
+        "state",
+        "/tmp/rocketmq-test/state.json",
+        payload(0, 16),
+        soon(),
+    ));
+    let durable = owner.block_on(async { receipt.wait_until(soon()).await.expect("clears") });
+    assert_eq!(
+        actor.snapshot().resources[0].durable_generation,
+        Some(durable)
+    );
+    *fs.fail_with.lock().expect("unpoisoned") = Some(RuntimeOperation::MetadataSyncParent);
+    let receipt = accepted(actor.submit_next(
+        "state",
+        "/tmp/rocketmq-test/state.json",
+        payload(0, 16),
+        soon(),
+    ));
+    let outcome =
+        owner.block_on(async { receipt.wait_until_outcome(soon()).await.expect("settled") });
+    assert!(matches!(
+        outcome,
+        MetadataIoCommitOutcome::CommitOutcomeUnknown(_)
+    ));
+    let error = actor
+        .submit_next(
+            "state",
+            "/tmp/rocketmq-test/state.json",
+            payload(0, 16),
+            soon(),
+        )
+        .expect_err("fenced");
+    assert_eq!(error.kind(), RuntimeErrorKind::ContextUnavailable);
+    assert_eq!(error.operation(), RuntimeOperation::MetadataResourceTarget);
+}
+
+/// With a 1 MiB managed limit, a second actor's snapshot is refused while
+/// the first holds the bytes; the charge returns to 0 after the write,
+/// also after its observer timed out.
+#[test]
+fn snapshots_are_charged_to_the_shared_process_budget() {
+    let (owner, broker) = owner(Some(1 << 20));
+    let store = owner.root_context().component("store");
+    let fs = Arc::new(RecordingFs::default());
+    let first = actor(&broker, &fs, 1);
+    let second = actor(&store, &fs, 1);
+    let (release, started) = fs.hold_next();
+    let held =
+        owner.block_on(async { accepted(first.submit(request("offsets", 1, 768 << 10), soon())) });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("write started");
+    let error = second
+        .submit(request("topics", 1, 512 << 10), soon())
+        .expect_err("budget");
+    assert_eq!(error.kind(), RuntimeErrorKind::CapacityExhausted);
+    assert_eq!(error.operation(), RuntimeOperation::AdmitMetadataBytes);
+    let timed_out = owner.block_on(async {
+        held.wait_until(MetadataDeadline::after(Duration::from_millis(20)))
+            .await
+    });
+    assert_eq!(
+        timed_out.expect_err("observer timeout").kind(),
+        RuntimeErrorKind::TimedOut
+    );
+    let process = owner.root_context().process_budget();
+    assert_eq!(process.snapshot().current_bytes, 768 << 10, "still charged");
+    release.send(()).expect("held write");
+    let probe = process.clone();
+    owner.block_on(support::guard("charge returns", async move {
+        while probe.snapshot().current_bytes != 0 {
+            tokio::task::yield_now().await;
+        }
+    }));
+    let receipt = accepted(second.submit(request("topics", 1, 512 << 10), soon()));
+    owner.block_on(async { receipt.wait_until(soon()).await.expect("fits now") });
+}
+
+/// A write held past the shutdown deadline is reported unfinished, and the
+/// runtime's report shows its blocking closure still running.
+#[test]
+fn shutdown_reports_an_unfinished_generation() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let (release, started) = fs.hold_next();
+    let receipt =
+        owner.block_on(async { accepted(actor.submit(request("offsets", 7, 64), soon())) });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("write started");
+    let report =
+        owner.block_on(actor.shutdown_until(MetadataDeadline::after(Duration::from_millis(50))));
+    assert!(report.timed_out);
+    assert_eq!(report.unfinished.len(), 1);
+    assert_eq!(
+        report.unfinished[0].in_flight_generation,
+        Some(MetadataGeneration::new(7))
+    );
+    drop(receipt);
+    let runtime = owner
+        .shutdown_runtime_blocking_with_timeout(Duration::from_millis(100))
+        .expect("outside Tokio");
+    assert!(runtime.blocking_still_running >= 1, "{}", runtime.to_json());
+    release.send(()).expect("held write");
+}

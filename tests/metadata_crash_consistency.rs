@@ -1,0 +1,246 @@
+//! Crash consistency of `LocalMetadataFileSystem::persist_atomic`.
+//!
+//! The parent test re-runs this test binary as a child process that writes
+//! snapshot generations to one target forever, kills it with `SIGKILL`
+//! (`Child::kill`) at a pseudo-random moment, and checks what a restarted
+//! process would find: no target, or exactly one complete generation (never a
+//! torn or mixed file), never an older generation than before, and at most the
+//! one temporary file that was being written at the kill.
+//!
+//! Snapshot format: generation `g` is `size(g)` bytes (64 KiB..=1 MiB, a
+//! multiple of 8, derived from `g`) filled with the 8-byte little-endian `g`,
+//! so truncation (length), a mix of generations (a differing 8-byte word) and
+//! a wrong generation's size are all detectable.
+//!
+//! Timing: the parent waits for the child's ready line, then blocks for a
+//! seeded xorshift delay of 0..20 ms with `std::thread::sleep` (a plain
+//! synchronous test with no runtime; the delay is the point of the test).
+//! 200 rounds take a few seconds on two cores.
+#![cfg(unix)]
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rocketmq_runtime::{LocalMetadataFileSystem, MetadataFileSystem};
+
+/// Set (to the working directory) only in the child process.
+const CHILD_DIR_ENV: &str = "ROCKETMQ_CRASH_CHILD_DIR";
+/// The child's test name (as passed to `--exact`).
+const CHILD_TEST: &str = "crash_child_writer";
+/// Printed by the child once it is about to write.
+const READY_LINE: &str = "ROCKETMQ_CRASH_CHILD_READY";
+const TARGET_NAME: &str = "snapshot.bin";
+const ROUNDS: usize = 200;
+const MAX_KILL_DELAY_MICROS: u64 = 20_000;
+const MIN_SNAPSHOT_BYTES: usize = 64 * 1024;
+const MAX_SNAPSHOT_BYTES: usize = 1024 * 1024;
+/// A child never writes more than this many generations (a safety stop in
+/// case the parent disappears without killing it).
+const CHILD_MAX_GENERATIONS: u64 = 1_000_000;
+
+/// xorshift64: deterministic pseudo-random numbers from a non-zero seed.
+#[derive(Debug)]
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// The length of generation `generation`'s snapshot.
+fn snapshot_size(generation: u64) -> usize {
+    let words = (MAX_SNAPSHOT_BYTES - MIN_SNAPSHOT_BYTES) / 8;
+    let mut random = XorShift(generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    MIN_SNAPSHOT_BYTES + (random.next() % (words as u64 + 1)) as usize * 8
+}
+
+fn snapshot(generation: u64) -> Vec<u8> {
+    let size = snapshot_size(generation);
+    let word = generation.to_le_bytes();
+    let mut bytes = Vec::with_capacity(size);
+    while bytes.len() < size {
+        bytes.extend_from_slice(&word);
+    }
+    bytes
+}
+
+/// The generation of a complete snapshot, or a description of the damage.
+fn decode(bytes: &[u8]) -> Result<u64, String> {
+    if bytes.len() < 8 || bytes.len() % 8 != 0 {
+        return Err(format!("torn length {}", bytes.len()));
+    }
+    let word: [u8; 8] = bytes[..8].try_into().expect("8 bytes");
+    let generation = u64::from_le_bytes(word);
+    if let Some(offset) = bytes
+        .chunks_exact(8)
+        .position(|chunk| chunk != word.as_slice())
+    {
+        return Err(format!(
+            "generation {generation} mixed with other data at byte {}",
+            offset * 8
+        ));
+    }
+    let expected = snapshot_size(generation);
+    if bytes.len() != expected {
+        return Err(format!(
+            "generation {generation} has {} bytes, expected {expected}",
+            bytes.len()
+        ));
+    }
+    Ok(generation)
+}
+
+/// The generation currently at `target` (`None` when absent).
+fn read_generation(target: &Path) -> Option<u64> {
+    match fs::read(target) {
+        Ok(bytes) => Some(decode(&bytes).unwrap_or_else(|damage| {
+            panic!(
+                "{} is not one complete generation: {damage}",
+                target.display()
+            )
+        })),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => panic!("reading {}: {error}", target.display()),
+    }
+}
+
+/// Kills and reaps the child if the parent test panics.
+struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    fn kill(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            child.kill().expect("SIGKILL the child");
+            child.wait().expect("reap the child");
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The child: writes generation after generation until killed. Without the
+/// environment variable (a normal test run) it does nothing.
+#[test]
+fn crash_child_writer() {
+    let Some(dir) = std::env::var_os(CHILD_DIR_ENV).map(PathBuf::from) else {
+        return;
+    };
+    let target = dir.join(TARGET_NAME);
+    let mut generation = read_generation(&target).unwrap_or(0);
+    println!("{READY_LINE}");
+    let limit = generation + CHILD_MAX_GENERATIONS;
+    let parent = std::os::unix::process::parent_id();
+    // Stops by itself if the parent test died without killing it (the child
+    // was re-parented) or its temporary directory is gone.
+    while generation < limit && std::os::unix::process::parent_id() == parent && dir.is_dir() {
+        generation += 1;
+        let bytes = snapshot(generation);
+        if LocalMetadataFileSystem
+            .persist_atomic(&target, &bytes)
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
+    if std::env::var_os(CHILD_DIR_ENV).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join(TARGET_NAME);
+    let exe = std::env::current_exe().expect("test binary");
+    let mut random = XorShift(0x5DEE_CE66_D1CE_F00D);
+
+    let mut previous = None;
+    let mut rounds_with_temporary = 0;
+    let mut rounds_with_progress = 0;
+    for round in 0..ROUNDS {
+        let child = Command::new(&exe)
+            .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+            .env(CHILD_DIR_ENV, dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the child");
+        let mut guard = ChildGuard(Some(child));
+        let stdout = guard
+            .0
+            .as_mut()
+            .and_then(|child| child.stdout.take())
+            .expect("child stdout");
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            // The harness prints `test crash_child_writer ... ` before the
+            // test's own output, on the same line.
+            .any(|line| line.contains(READY_LINE));
+        assert!(ready, "round {round}: the child exited before writing");
+
+        let delay = Duration::from_micros(random.next() % MAX_KILL_DELAY_MICROS);
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a synchronous crash test: the parent must block for a random delay before killing the child"
+        )]
+        std::thread::sleep(delay);
+        guard.kill();
+
+        let generation = read_generation(&target);
+        assert!(
+            generation >= previous,
+            "round {round}: generation went back from {previous:?} to {generation:?}"
+        );
+        if generation > previous {
+            rounds_with_progress += 1;
+        }
+        previous = generation;
+
+        let mut temporaries = Vec::new();
+        for entry in fs::read_dir(dir.path()).expect("read dir") {
+            let name = entry.expect("entry").file_name();
+            let name = name.to_string_lossy().into_owned();
+            if name == TARGET_NAME {
+                continue;
+            }
+            assert!(
+                name.starts_with(&format!(".{TARGET_NAME}.")) && name.ends_with(".tmp"),
+                "round {round}: unexpected file {name}"
+            );
+            temporaries.push(name);
+        }
+        assert!(
+            temporaries.len() <= 1,
+            "round {round}: more than one temporary file: {temporaries:?}"
+        );
+        if let Some(name) = temporaries.pop() {
+            rounds_with_temporary += 1;
+            fs::remove_file(dir.path().join(name)).expect("remove the leftover temporary");
+        }
+    }
+    println!(
+        "{ROUNDS} rounds: final generation {previous:?}, {rounds_with_progress} rounds advanced the target, {rounds_with_temporary} killed mid-write"
+    );
+    assert!(
+        rounds_with_progress > 0,
+        "no round ever completed a write; the kill window never covered a whole write"
+    );
+}

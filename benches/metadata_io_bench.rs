@@ -7,7 +7,7 @@
 //! | `concurrency` (paired) | 8 resources, `with_max_concurrent_writes(1)` | the same with `with_max_concurrent_writes(4)` |
 //!
 //! Everything writes 4 KiB snapshots to a temporary directory on the real
-//! filesystem; the owner (2 workers, metadata lane concurrency 4) is built
+//! filesystem (the 8 independent resources each in their own directory); the owner (2 workers, metadata lane concurrency 4) is built
 //! outside the timed regions.
 //!
 //! Output: `<target>/runtime-measurements/metadata_io.json`.
@@ -117,8 +117,10 @@ fn spread_writes(
     label: &'static str,
 ) -> Duration {
     let actor = actor.clone();
+    // Independent resources: each in its own directory, so their directory
+    // syncs do not queue on one directory inode.
     let targets: Vec<PathBuf> = (0..RESOURCES)
-        .map(|resource| dir.join(format!("{label}-{resource}.json")))
+        .map(|resource| dir.join(format!("{label}-{resource}")).join("state.json"))
         .collect();
     owner.block_on(async move {
         let started = wall_clock();

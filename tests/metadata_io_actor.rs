@@ -405,7 +405,8 @@ fn injected_filesystem_faults_through_the_actor() {
         .expect("started");
     let target = dir.path().join("topics.json");
     let write = |body: &'static str| {
-        let receipt = accepted(actor.submit_next("topics", &target, body.as_bytes().to_vec(), soon()));
+        let receipt =
+            accepted(actor.submit_next("topics", &target, body.as_bytes().to_vec(), soon()));
         owner.block_on(async { receipt.wait_until_outcome(soon()).await.expect("settled") })
     };
     assert!(matches!(write("v1"), MetadataIoCommitOutcome::Durable(_)));
@@ -424,7 +425,11 @@ fn injected_filesystem_faults_through_the_actor() {
             other => panic!("{step}: unexpected {other:?}"),
         }
         fs.clear();
-        assert_eq!(std::fs::read_to_string(&target).expect("target"), "v1", "{step}");
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("target"),
+            "v1",
+            "{step}"
+        );
         let leftovers = std::fs::read_dir(dir.path())
             .expect("dir")
             .filter(|entry| {
@@ -438,7 +443,10 @@ fn injected_filesystem_faults_through_the_actor() {
     assert!(matches!(write("v2"), MetadataIoCommitOutcome::Durable(_)));
     assert_eq!(std::fs::read_to_string(&target).expect("target"), "v2");
     fs.fail_at_os_error(MetadataIoOperation::SyncParent, 5);
-    assert!(matches!(write("v3"), MetadataIoCommitOutcome::CommitOutcomeUnknown(_)));
+    assert!(matches!(
+        write("v3"),
+        MetadataIoCommitOutcome::CommitOutcomeUnknown(_)
+    ));
     fs.clear();
     let error = actor
         .submit_next("topics", &target, b"v4".to_vec(), soon())

@@ -271,6 +271,17 @@ impl AdmissionBudget {
         })
     }
 
+    /// Admits at once when possible; never queues (`QueueFull` stands for
+    /// "would wait").
+    pub(crate) fn admit_if_free(self: &Arc<Self>, lane: usize) -> Admission {
+        let mut state = self.state.lock();
+        if state.lanes[lane].waiters.is_empty() && state.can_run(self.capacity, lane) {
+            state.take_slot(lane);
+            return Admission::Running(self.permit(lane));
+        }
+        Admission::QueueFull
+    }
+
     /// Withdraws a waiter that gives up. Returns its permit if a slot was
     /// already granted to it (dropping the permit gives the slot back).
     fn withdraw(self: &Arc<Self>, waiter: &Arc<Waiter>) -> Option<AdmissionPermit> {

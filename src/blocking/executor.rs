@@ -490,6 +490,34 @@ impl BlockingExecutor {
         }
     }
 
+    /// Starts `work` at once if a slot is free right now (crate: callers
+    /// that settle their work from inside the closure and need no result).
+    /// The closure keeps its slot and record until it exits, as with
+    /// [`spawn`](Self::spawn). Returns `work` when it would have to queue
+    /// or the scope is closed; nothing is recorded then.
+    pub(crate) fn try_start_detached<F>(&self, name: Arc<str>, work: F) -> Result<(), F>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let inner = &*self.inner;
+        if !inner.admits() {
+            return Err(work);
+        }
+        let table = &inner.table;
+        let Admission::Running(permit) = table.budget().admit_if_free(table.lane_index()) else {
+            return Err(work);
+        };
+        let record = table.insert(name, BlockingKind::ShortIo);
+        table.mark(record.id(), BlockingTaskState::Running);
+        let job = BlockingJob {
+            work: Some(Box::new(work) as Box<dyn FnOnce() + Send>),
+            permit: Some(permit),
+            record: Some(record),
+        };
+        drop(inner.handle.spawn_blocking(move || job.run()));
+        Ok(())
+    }
+
     /// Closes an isolated executor (and its clones) to new work; queued
     /// submissions wake with `Closed` and never run. Running closures are
     /// not affected.

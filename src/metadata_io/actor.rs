@@ -26,8 +26,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 use crate::blocking::BlockingExecutor;
-use crate::error::{RuntimeError, RuntimeErrorKind, RuntimeOperation, RuntimeResult};
-use crate::loom::{AtomicBool, Mutex, Ordering, StaticAtomicU64};
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::{AtomicBool, AtomicU8, Mutex, Ordering, StaticAtomicU64};
 use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::metadata_io::types::{
     MetadataDeadline, MetadataGeneration, MetadataIoAdmissionOutcome, MetadataIoCommitOutcome,
@@ -484,7 +484,7 @@ fn capacity(operation: RuntimeOperation) -> RuntimeError {
 
 impl ActorShared {
     fn submit(
-        &self,
+        self: &Arc<Self>,
         request: MetadataWriteRequest,
         deadline: MetadataDeadline,
     ) -> RuntimeResult<MetadataIoAdmissionOutcome> {
@@ -606,6 +606,9 @@ impl ActorShared {
         state.waiters += 1;
         let _ = &name;
         drop(guard);
+        // Start the write from here when a slot is free (no coordinator
+        // hop); the coordinator only watches for the end.
+        self.start_writes();
         self.wake.notify_one();
         Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
             generation,
@@ -643,87 +646,110 @@ impl ActorShared {
 
     /// Starts the ready writes that fit; true when the actor is finished.
     fn start_writes(self: &Arc<Self>) -> bool {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        while state.writing < self.max_concurrent {
-            let Some(name) = state.ready.pop_front() else {
-                break;
-            };
-            let Some(resource) = state.resources.get_mut(&name) else {
-                continue;
-            };
-            resource.listed = false;
-            let Some(Queued { request, permit }) = resource.queued.take() else {
-                continue;
-            };
-            resource.in_flight = Some((request.generation, request.len()));
-            state.writing += 1;
+        let mut starting = Vec::new();
+        let finished = {
+            let mut guard = self.state.lock();
+            let state = &mut *guard;
+            while state.writing < self.max_concurrent {
+                let Some(name) = state.ready.pop_front() else {
+                    break;
+                };
+                let Some(resource) = state.resources.get_mut(&name) else {
+                    continue;
+                };
+                resource.listed = false;
+                let Some(queued) = resource.queued.take() else {
+                    continue;
+                };
+                resource.in_flight = Some((queued.request.generation, queued.request.len()));
+                state.writing += 1;
+                starting.push(queued);
+            }
+            !self.accepting.load(Ordering::SeqCst)
+                && state.writing == 0
+                && state
+                    .resources
+                    .values()
+                    .all(|resource| resource.queued.is_none())
+        };
+        // Spawned after the lock is released: a refused spawn completes
+        // the write at once, which takes the lock again.
+        for Queued { request, permit } in starting {
             self.spawn_write(request, permit);
         }
-        !self.accepting.load(Ordering::SeqCst)
-            && state.writing == 0
-            && state
-                .resources
-                .values()
-                .all(|resource| resource.queued.is_none())
+        finished
     }
 
     /// Runs one write on the lane. The closure owns the payload and its
-    /// permit and reports its outcome when it exits.
+    /// permit, releases them when the write ends and settles the write
+    /// itself (no hop back to a task). It starts directly when a lane slot
+    /// is free; otherwise a writer task queues it on the lane. A closure
+    /// that never runs (refused, or discarded by Tokio) settles the write
+    /// as failed from its drop guard; a claim flag makes exactly one side
+    /// report.
     fn spawn_write(self: &Arc<Self>, request: MetadataWriteRequest, permit: ResourcePermit) {
-        let shared = Arc::clone(self);
-        let name = Arc::clone(&request.resource);
         let generation = request.generation;
-        let writer = async move {
-            let (done, finished) = oneshot::channel();
-            let file_system = Arc::clone(&shared.file_system);
-            let work = move || {
-                let result = file_system.persist_atomic(&request.target, &request.bytes);
-                drop(request);
-                drop(permit);
-                let _ = done.send(result);
+        let claim = WriteClaim {
+            state: Arc::new(AtomicU8::new(CLAIM_PENDING)),
+            shared: Arc::clone(self),
+            name: Arc::clone(&request.resource),
+            generation,
+        };
+        let abandon = claim.clone_handle();
+        let guard = ClosureClaim(Some(claim));
+        let work = move || {
+            let mut guard = guard;
+            let Some(claim) = guard.0.take() else {
+                return;
             };
-            let far = ShutdownDeadline::after(Duration::from_secs(86_400 * 365));
-            let lane = shared
-                .lane
-                .spawn_io_until("metadata-write", far, work)
-                .await;
-            let outcome = match lane {
-                Ok(()) => finished.await.ok(),
-                // The caller stopped waiting; the closure still reports.
-                Err(error)
-                    if error.kind() == RuntimeErrorKind::TimedOut
-                        && error.operation() == RuntimeOperation::BlockingTaskDeadline =>
-                {
-                    finished.await.ok()
-                }
-                Err(error) => Some(Err(error)),
-            };
-            let outcome = match outcome {
-                Some(Ok(())) => MetadataIoCommitOutcome::Durable(generation),
-                Some(Err(error)) if error.operation() == RuntimeOperation::MetadataSyncParent => {
+            if !claim.try_claim() {
+                return;
+            }
+            let result = claim
+                .shared
+                .file_system
+                .persist_atomic(&request.target, &request.bytes);
+            drop(request);
+            drop(permit);
+            let outcome = match result {
+                Ok(()) => MetadataIoCommitOutcome::Durable(generation),
+                Err(error) if error.operation() == RuntimeOperation::MetadataSyncParent => {
                     MetadataIoCommitOutcome::CommitOutcomeUnknown(error)
                 }
-                Some(Err(error)) => MetadataIoCommitOutcome::FailedBeforeCommit(error),
-                None => MetadataIoCommitOutcome::FailedBeforeCommit(
-                    RuntimeError::internal_failure(RuntimeOperation::RunBlockingTask),
-                ),
+                Err(error) => MetadataIoCommitOutcome::FailedBeforeCommit(error),
             };
-            shared.complete(&name, generation, outcome);
+            claim.shared.complete(&claim.name, generation, outcome);
         };
-        let spawned = self
+        let work = match self
+            .lane
+            .try_start_detached(Arc::from("metadata-write"), work)
+        {
+            Ok(()) => return,
+            Err(work) => work,
+        };
+        let lane = self.lane.clone();
+        let refused = abandon.clone_handle();
+        let writer = async move {
+            let far = ShutdownDeadline::after(Duration::from_secs(86_400 * 365));
+            if let Err(error) = lane.spawn_io_until("metadata-write", far, work).await {
+                // Refused before it started (or the caller stopped waiting
+                // while it runs: then the closure has claimed the write).
+                abandon.abandon(error);
+            }
+        };
+        if let Err(error) = self
             .group
-            .spawn("metadata-io-write", TaskKind::Worker, writer);
-        if let Err(error) = spawned {
-            // The group refused the write (shut down): nothing was written.
+            .spawn("metadata-io-write", TaskKind::Worker, writer)
+        {
             tracing::warn!(%error, "metadata write not started");
+            refused.abandon(error);
         }
     }
 
     /// Settles a finished write: resolves every waiter it covers, advances
     /// or fences, and re-lists the resource behind newer arrivals.
     fn complete(
-        &self,
+        self: &Arc<Self>,
         name: &Arc<str>,
         generation: MetadataGeneration,
         outcome: MetadataIoCommitOutcome,
@@ -778,6 +804,77 @@ impl ActorShared {
         for waiter in covered {
             let _ = waiter.sender.send(outcome.clone());
         }
+        self.start_writes();
         self.wake.notify_one();
+    }
+}
+
+const CLAIM_PENDING: u8 = 0;
+const CLAIM_TAKEN: u8 = 1;
+const CLAIM_ABANDONED: u8 = 2;
+
+/// Decides, exactly once, who settles a write: its closure when it runs,
+/// otherwise whoever sees it refused or dropped.
+struct WriteClaim {
+    state: Arc<AtomicU8>,
+    shared: Arc<ActorShared>,
+    name: Arc<str>,
+    generation: MetadataGeneration,
+}
+
+impl WriteClaim {
+    fn clone_handle(&self) -> Self {
+        Self {
+            state: Arc::clone(&self.state),
+            shared: Arc::clone(&self.shared),
+            name: Arc::clone(&self.name),
+            generation: self.generation,
+        }
+    }
+
+    /// Claims the write for the running closure (false: already settled).
+    fn try_claim(&self) -> bool {
+        self.state
+            .compare_exchange(
+                CLAIM_PENDING,
+                CLAIM_TAKEN,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Settles the write as failed if nobody claimed it yet.
+    fn abandon(&self, error: RuntimeError) {
+        if self
+            .state
+            .compare_exchange(
+                CLAIM_PENDING,
+                CLAIM_ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            self.shared.complete(
+                &self.name,
+                self.generation,
+                MetadataIoCommitOutcome::FailedBeforeCommit(error),
+            );
+        }
+    }
+}
+
+/// The closure's claim: if the closure is dropped without running (and
+/// nobody refused it explicitly), its write still settles.
+struct ClosureClaim(Option<WriteClaim>);
+
+impl Drop for ClosureClaim {
+    fn drop(&mut self) {
+        if let Some(claim) = self.0.take() {
+            claim.abandon(RuntimeError::closed(
+                RuntimeOperation::MetadataWorkerStopped,
+            ));
+        }
     }
 }

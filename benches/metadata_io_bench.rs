@@ -109,51 +109,43 @@ fn actor_writes(owner: &RuntimeOwner, actor: &MetadataIoActor, dir: &Path) -> Du
     })
 }
 
-/// 8 resources × `PER_RESOURCE` durable writes each, all submitted at once.
+/// 8 resources × `PER_RESOURCE` durable writes each: one pipeline per
+/// resource (each waits for its own write before submitting the next),
+/// all resources at once.
 fn spread_writes(
     owner: &RuntimeOwner,
     actor: &MetadataIoActor,
     dir: &Path,
     label: &'static str,
 ) -> Duration {
-    let actor = actor.clone();
     // Independent resources: each in its own directory, so their directory
     // syncs do not queue on one directory inode.
     let targets: Vec<PathBuf> = (0..RESOURCES)
         .map(|resource| dir.join(format!("{label}-{resource}")).join("state.json"))
         .collect();
+    let actor = actor.clone();
     owner.block_on(async move {
         let started = wall_clock();
-        for round in 0..PER_RESOURCE {
-            let receipts: Vec<_> = targets
-                .iter()
-                .enumerate()
-                .map(|(resource, target)| {
-                    let request = MetadataWriteRequest::new(
-                        format!("{label}-{resource}"),
-                        round + 1_000_000 * (1 + wall_nanos()),
-                        target.clone(),
-                        vec![7u8; SNAPSHOT],
-                    );
-                    match actor.submit(request, deadline()).expect("admitted") {
-                        MetadataIoAdmissionOutcome::Accepted(receipt) => receipt,
-                        MetadataIoAdmissionOutcome::TargetConflict(_) => panic!("conflict"),
-                    }
-                })
-                .collect();
-            for receipt in receipts {
-                receipt.wait_until(deadline()).await.expect("durable");
+        let pipelines = targets.into_iter().enumerate().map(|(resource, target)| {
+            let actor = actor.clone();
+            async move {
+                for _ in 0..PER_RESOURCE {
+                    let outcome = actor
+                        .submit_next_durable(
+                            format!("{label}-{resource}"),
+                            target.clone(),
+                            vec![7u8; SNAPSHOT],
+                            deadline(),
+                        )
+                        .await
+                        .expect("admitted");
+                    assert!(matches!(outcome, MetadataIoDurabilityOutcome::Durable(_)));
+                }
             }
-        }
+        });
+        futures::future::join_all(pipelines).await;
         started.elapsed()
     })
-}
-
-/// A fresh, growing generation base for every spread round (generations
-/// must grow per resource across rounds and measurements).
-fn wall_nanos() -> u64 {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed) as u64
 }
 
 fn bench(c: &mut Criterion) {

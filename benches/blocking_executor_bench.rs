@@ -28,8 +28,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use support::{
-    mean_ns, mean_ns_of, on_worker, paired_median, run_criterion, runtime, target,
-    write_measurements,
+    mean_ns, mean_ns_of, on_worker, paired_median, publish, run_criterion, runtime, target,
 };
 
 const THROUGHPUT: &str = "lane_throughput";
@@ -221,9 +220,5 @@ fn main() {
         "paired": paired,
         "targets": targets,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    write_measurements("blocking_executor.json", &summary);
+    publish("blocking_executor.json", &summary);
 }

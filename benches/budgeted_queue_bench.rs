@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::time::Instant;
 
 use counting_alloc::{start_counting, stop_counting, CountingAllocator};
-use support::{paired_median, run_criterion, target, write_measurements};
+use support::{paired_median, publish, run_criterion, target};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -490,9 +490,5 @@ fn main() {
         "paired": results,
         "targets": targets,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    write_measurements("budgeted_queue.json", &summary);
+    publish("budgeted_queue.json", &summary);
 }

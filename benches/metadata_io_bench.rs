@@ -30,7 +30,7 @@ use rocketmq_runtime::{
 };
 use serde_json::json;
 
-use support::{paired_median, run_criterion, target, write_measurements};
+use support::{paired_median, publish, run_criterion, target};
 
 const SNAPSHOT: usize = 4 * 1024;
 const WRITES: usize = 20;
@@ -268,9 +268,5 @@ fn main() {
         },
         "targets": targets,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    write_measurements("metadata_io.json", &summary);
+    publish("metadata_io.json", &summary);
 }

@@ -46,8 +46,7 @@ use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
 use support::{
-    mean_ns, median, on_worker, paired_median, quantile, run_criterion, runtime, target,
-    write_measurements,
+    mean_ns, median, on_worker, paired_median, publish, quantile, run_criterion, runtime, target,
 };
 
 #[global_allocator]
@@ -396,10 +395,6 @@ fn main() {
         "allocations": allocations,
         "targets": targets,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
     let label = std::env::var("ROCKETMQ_BENCH_LABEL").unwrap_or_else(|_| "local".to_owned());
-    write_measurements(&format!("runtime_convergence_{label}.json"), &summary);
+    publish(&format!("runtime_convergence_{label}.json"), &summary);
 }

@@ -31,9 +31,7 @@ use serde_json::{json, Map, Value};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
-use support::{
-    mean_ns_of, paired_median, quantile, run_criterion, runtime, target, write_measurements,
-};
+use support::{mean_ns_of, paired_median, publish, quantile, run_criterion, runtime, target};
 
 const PER_RUN: &str = "per_run";
 const PERIOD: Duration = Duration::from_millis(10);
@@ -349,9 +347,5 @@ fn main() {
         "drift": drift,
         "targets": targets,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    write_measurements("scheduled_task_group.json", &summary);
+    publish("scheduled_task_group.json", &summary);
 }

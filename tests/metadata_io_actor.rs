@@ -117,6 +117,22 @@ fn soon() -> MetadataDeadline {
     MetadataDeadline::after(Duration::from_secs(30))
 }
 
+/// Submits `first` through `actor` with its write held at a gate; returns
+/// the gate's release and the first receipt once the write has started.
+fn hold_first_write(
+    owner: &RuntimeOwner,
+    fs: &RecordingFs,
+    actor: &MetadataIoActor,
+    first: MetadataWriteRequest,
+) -> (mpsc::Sender<()>, rocketmq_runtime::MetadataIoReceipt) {
+    let (release, started) = fs.hold_next();
+    let receipt = owner.block_on(async { accepted(actor.submit(first, soon())) });
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the held write started");
+    (release, receipt)
+}
+
 /// With the first write held, 1,000 submissions to one resource produce at
 /// most 2 further writes, and every waiter resolves to a generation ≥ its own.
 #[test]
@@ -124,11 +140,7 @@ fn coalescing_writes_at_most_two_more_generations() {
     let (owner, broker) = owner(None);
     let fs = Arc::new(RecordingFs::default());
     let actor = actor(&broker, &fs, 1);
-    let (release, started) = fs.hold_next();
-    let first = owner.block_on(async { accepted(actor.submit(request("offsets", 1, 64), soon())) });
-    started
-        .recv_timeout(Duration::from_secs(30))
-        .expect("first write started");
+    let (release, first) = hold_first_write(&owner, &fs, &actor, request("offsets", 1, 64));
     let receipts: Vec<_> = (2..=1_001)
         .map(|generation| accepted(actor.submit(request("offsets", generation, 64), soon())))
         .collect();
@@ -169,11 +181,7 @@ fn a_cold_resource_is_not_starved_behind_a_hot_one() {
     let (owner, broker) = owner(None);
     let fs = Arc::new(RecordingFs::default());
     let actor = actor(&broker, &fs, 1);
-    let (release, started) = fs.hold_next();
-    let hot = owner.block_on(async { accepted(actor.submit(request("hot", 1, 64), soon())) });
-    started
-        .recv_timeout(Duration::from_secs(30))
-        .expect("hot-1 started");
+    let (release, hot) = hold_first_write(&owner, &fs, &actor, request("hot", 1, 64));
     let mut receipts = vec![hot];
     for generation in 2..=50 {
         receipts.push(accepted(
@@ -327,12 +335,7 @@ fn snapshots_are_charged_to_the_shared_process_budget() {
     let fs = Arc::new(RecordingFs::default());
     let first = actor(&broker, &fs, 1);
     let second = actor(&store, &fs, 1);
-    let (release, started) = fs.hold_next();
-    let held =
-        owner.block_on(async { accepted(first.submit(request("offsets", 1, 768 << 10), soon())) });
-    started
-        .recv_timeout(Duration::from_secs(30))
-        .expect("write started");
+    let (release, held) = hold_first_write(&owner, &fs, &first, request("offsets", 1, 768 << 10));
     let error = second
         .submit(request("topics", 1, 512 << 10), soon())
         .expect_err("budget");
@@ -366,12 +369,7 @@ fn shutdown_reports_an_unfinished_generation() {
     let (owner, broker) = owner(None);
     let fs = Arc::new(RecordingFs::default());
     let actor = actor(&broker, &fs, 1);
-    let (release, started) = fs.hold_next();
-    let receipt =
-        owner.block_on(async { accepted(actor.submit(request("offsets", 7, 64), soon())) });
-    started
-        .recv_timeout(Duration::from_secs(30))
-        .expect("write started");
+    let (release, receipt) = hold_first_write(&owner, &fs, &actor, request("offsets", 7, 64));
     let report =
         owner.block_on(actor.shutdown_until(MetadataDeadline::after(Duration::from_millis(50))));
     assert!(report.timed_out);

@@ -89,6 +89,15 @@ pub fn quick_mode() -> bool {
     std::env::args().any(|arg| arg == "--test" || arg == "--list" || arg == "--profile-time")
 }
 
+/// Prints `summary` and writes it to `<target>/runtime-measurements/<file>`.
+pub fn publish(file: &str, summary: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(summary).unwrap_or_default()
+    );
+    write_measurements(file, summary);
+}
+
 /// Writes `summary` to `<target>/runtime-measurements/<file>` and says where.
 pub fn write_measurements(file: &str, summary: &Value) {
     let dir = target_dir().join("runtime-measurements");

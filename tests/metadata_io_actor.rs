@@ -451,3 +451,39 @@ fn injected_filesystem_faults_through_the_actor() {
         .expect_err("fenced until reconciled");
     assert_eq!(error.operation(), RuntimeOperation::MetadataResourceTarget);
 }
+
+/// A file system that panics fails the write (`RunBlockingTask`,
+/// `Internal`); the resource is not stuck and the actor still drains.
+#[test]
+fn a_panicking_file_system_fails_the_write_and_blocks_nothing() {
+    #[derive(Debug)]
+    struct Panicking;
+
+    impl MetadataFileSystem for Panicking {
+        fn persist_atomic(&self, _: &Path, _: &[u8]) -> RuntimeResult<()> {
+            panic!("file system bug")
+        }
+    }
+
+    let (owner, broker) = owner(None);
+    let actor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .start_with_file_system(&broker, Arc::new(Panicking))
+        .expect("started");
+    for generation in 1..=2 {
+        let receipt = accepted(actor.submit(request("offsets", generation, 16), soon()));
+        let outcome =
+            owner.block_on(async { receipt.wait_until_outcome(soon()).await.expect("settled") });
+        match outcome {
+            MetadataIoCommitOutcome::FailedBeforeCommit(error) => {
+                assert_eq!(error.operation(), RuntimeOperation::RunBlockingTask);
+                assert_eq!(error.kind(), RuntimeErrorKind::Internal);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let report = owner.block_on(actor.shutdown_until(soon()));
+    assert!(!report.timed_out && report.unfinished.is_empty());
+    assert_eq!(actor.snapshot().pending_operations, 0);
+}

@@ -499,6 +499,11 @@ impl ActorShared {
         }
         let name = Arc::clone(&request.resource);
         let mut guard = self.state.lock();
+        // Again under the lock: the coordinator decides it is finished
+        // under this lock, so nothing is admitted after that decision.
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
+        }
         let state = &mut *guard;
         // Target ownership: one resource per target per owner.
         if let Some(existing) = state.resources.get(&request.resource) {
@@ -533,17 +538,17 @@ impl ActorShared {
         let Some(resource) = state.resources.get_mut(&request.resource) else {
             return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
         };
-        if resource.fenced {
-            return Err(RuntimeError::context_unavailable(
-                RuntimeOperation::MetadataResourceTarget,
-            ));
-        }
         let generation = request.generation;
         if let Some(durable) = resource.durable.filter(|durable| generation <= *durable) {
             return Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
                 generation,
                 outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
             }));
+        }
+        if resource.fenced {
+            return Err(RuntimeError::context_unavailable(
+                RuntimeOperation::MetadataResourceTarget,
+            ));
         }
         if state.waiters >= self.max_waiters || resource.waiters.len() >= self.max_waiters {
             return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
@@ -621,6 +626,8 @@ impl ActorShared {
     /// The coordinator: starts writes while slots are free, until
     /// admission is stopped and nothing is left.
     async fn coordinate(self: Arc<Self>) {
+        // Runs however the coordinator ends, also when its task is aborted.
+        let _exit = CoordinatorExit(Arc::clone(&self));
         let cancelled = self.group.cancellation_token();
         loop {
             let woken = self.wake.notified();
@@ -639,9 +646,6 @@ impl ActorShared {
                 () = cancelled.cancelled(), if !cancelled.is_cancelled() => {}
             }
         }
-        self.resources.release_metadata_writer(self.id);
-        self.coordinator_done.store(true, Ordering::SeqCst);
-        self.finished.notify_waiters();
     }
 
     /// Starts the ready writes that fit; true when the actor is finished.
@@ -696,27 +700,37 @@ impl ActorShared {
             generation,
         };
         let abandon = claim.clone_handle();
-        let guard = ClosureClaim(Some(claim));
+        // Settles on drop unless a writer task takes over (it then reports
+        // the lane's own error).
+        let deferred = Arc::new(AtomicBool::new(false));
+        let guard = ClosureClaim {
+            claim: Some(claim),
+            deferred: Arc::clone(&deferred),
+        };
         let work = move || {
             let mut guard = guard;
-            let Some(claim) = guard.0.take() else {
+            let Some(claim) = guard.claim.take() else {
                 return;
             };
             if !claim.try_claim() {
                 return;
             }
-            let result = claim
-                .shared
-                .file_system
-                .persist_atomic(&request.target, &request.bytes);
+            let file_system = Arc::clone(&claim.shared.file_system);
+            let persisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                file_system.persist_atomic(&request.target, &request.bytes)
+            }));
             drop(request);
             drop(permit);
-            let outcome = match result {
-                Ok(()) => MetadataIoCommitOutcome::Durable(generation),
-                Err(error) if error.operation() == RuntimeOperation::MetadataSyncParent => {
+            let outcome = match persisted {
+                Ok(Ok(())) => MetadataIoCommitOutcome::Durable(generation),
+                Ok(Err(error)) if error.operation() == RuntimeOperation::MetadataSyncParent => {
                     MetadataIoCommitOutcome::CommitOutcomeUnknown(error)
                 }
-                Err(error) => MetadataIoCommitOutcome::FailedBeforeCommit(error),
+                Ok(Err(error)) => MetadataIoCommitOutcome::FailedBeforeCommit(error),
+                // A panicking file system fails the write; nothing is published.
+                Err(_) => MetadataIoCommitOutcome::FailedBeforeCommit(
+                    RuntimeError::internal_failure(RuntimeOperation::RunBlockingTask),
+                ),
             };
             claim.shared.complete(&claim.name, generation, outcome);
         };
@@ -727,14 +741,17 @@ impl ActorShared {
             Ok(()) => return,
             Err(work) => work,
         };
+        deferred.store(true, Ordering::SeqCst);
         let lane = self.lane.clone();
-        let refused = abandon.clone_handle();
+        let writer_claim = WriterClaim(abandon);
+        let refused = writer_claim.0.clone_handle();
         let writer = async move {
+            let writer_claim = writer_claim;
             let far = ShutdownDeadline::after(Duration::from_secs(86_400 * 365));
             if let Err(error) = lane.spawn_io_until("metadata-write", far, work).await {
                 // Refused before it started (or the caller stopped waiting
                 // while it runs: then the closure has claimed the write).
-                abandon.abandon(error);
+                writer_claim.0.abandon(error);
             }
         };
         if let Err(error) = self
@@ -804,8 +821,23 @@ impl ActorShared {
         for waiter in covered {
             let _ = waiter.sender.send(outcome.clone());
         }
-        self.start_writes();
+        // The coordinator starts the next writes: a completion may run on
+        // a blocking thread that still holds its lane slot, or inside a
+        // refusal, so it never starts writes itself.
         self.wake.notify_one();
+    }
+}
+
+/// Ends the actor's live ownership of its targets and reports the
+/// coordinator finished, however the coordinator ends.
+struct CoordinatorExit(Arc<ActorShared>);
+
+impl Drop for CoordinatorExit {
+    fn drop(&mut self) {
+        let shared = &self.0;
+        shared.resources.release_metadata_writer(shared.id);
+        shared.coordinator_done.store(true, Ordering::SeqCst);
+        shared.finished.notify_waiters();
     }
 }
 
@@ -865,16 +897,34 @@ impl WriteClaim {
     }
 }
 
-/// The closure's claim: if the closure is dropped without running (and
-/// nobody refused it explicitly), its write still settles.
-struct ClosureClaim(Option<WriteClaim>);
+/// The closure's claim: a closure dropped without running (Tokio
+/// discarding it) still settles its write, unless a writer task took over
+/// (`deferred`), which reports the lane's error instead.
+struct ClosureClaim {
+    claim: Option<WriteClaim>,
+    deferred: Arc<AtomicBool>,
+}
 
 impl Drop for ClosureClaim {
     fn drop(&mut self) {
-        if let Some(claim) = self.0.take() {
-            claim.abandon(RuntimeError::closed(
-                RuntimeOperation::MetadataWorkerStopped,
-            ));
+        if let Some(claim) = self.claim.take() {
+            if !self.deferred.load(Ordering::SeqCst) {
+                claim.abandon(RuntimeError::closed(
+                    RuntimeOperation::MetadataWorkerStopped,
+                ));
+            }
         }
+    }
+}
+
+/// The writer task's claim: settles the write if the task ends (or is
+/// aborted) without the closure having claimed it.
+struct WriterClaim(WriteClaim);
+
+impl Drop for WriterClaim {
+    fn drop(&mut self) {
+        self.0.abandon(RuntimeError::closed(
+            RuntimeOperation::MetadataWorkerStopped,
+        ));
     }
 }

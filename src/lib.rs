@@ -46,6 +46,7 @@ mod resource_budget;
 mod resources;
 mod scheduled;
 mod service_context;
+mod service_lifecycle;
 mod shutdown_deadline;
 mod shutdown_report;
 mod task_group;
@@ -76,6 +77,12 @@ pub use scheduled::{
     ScheduledTaskRegistrationOutcome, ScheduledTaskSnapshot,
 };
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
+pub use service_lifecycle::{
+    DependencyReadiness, DrainRequestMethods, ServiceLifecycle, ServiceLifecycleConfig,
+    ServiceLifecycleObserver, ServiceLifecycleState, ServiceLifecycleTransition, ShutdownReason,
+    ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER, DEFAULT_SHUTDOWN_TIMEOUT, HEALTH_BIND_ADDR_ENV,
+    HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+};
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;
 pub use task_group::*;

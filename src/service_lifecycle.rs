@@ -1,0 +1,580 @@
+//! `ServiceLifecycle`: readiness separate from liveness, and one shutdown
+//! deadline frozen by the first request.
+//!
+//! | State | Meaning |
+//! | --- | --- |
+//! | `Starting` | Not ready yet (startup probes answer "not started"). |
+//! | `Ready` | Serving; readiness also needs no maintenance and ready dependencies. |
+//! | `Draining` | A shutdown was requested; readiness is revoked. |
+//! | `Stopped` | The service stopped. |
+//! | `Failed` | The service failed; kept even when a shutdown is requested later. |
+//!
+//! Every decision is made under one lock; observer callbacks run after it
+//! is released and carry the committed transition (`from` → `to`).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::Mutex;
+use crate::ShutdownDeadline;
+
+/// `ROCKETMQ_HEALTH_BIND_ADDR`: the probe server's address (none: no server).
+pub const HEALTH_BIND_ADDR_ENV: &str = "ROCKETMQ_HEALTH_BIND_ADDR";
+/// `ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS`: 1..=300 (default 45).
+pub const SHUTDOWN_TIMEOUT_SECONDS_ENV: &str = "ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS";
+/// `ROCKETMQ_LIVENESS_STALE_SECONDS`: 2..=300 (default 30).
+pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
+/// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
+pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
+/// The default shutdown timeout.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
+/// The default age after which missing progress makes a service not live.
+pub const DEFAULT_LIVENESS_STALE_AFTER: Duration = Duration::from_secs(30);
+
+/// The lifecycle state of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceLifecycleState {
+    /// Not ready yet.
+    Starting,
+    /// Serving.
+    Ready,
+    /// Shutting down.
+    Draining,
+    /// Stopped.
+    Stopped,
+    /// Failed.
+    Failed,
+}
+
+impl ServiceLifecycleState {
+    /// The lowercase label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Draining => "draining",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for ServiceLifecycleState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a shutdown was requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShutdownReason {
+    /// A pre-stop hook or drain request (`/drainz`).
+    PreStop,
+    /// SIGTERM or SIGINT.
+    Signal,
+    /// The service itself (an API call, a critical failure).
+    Internal,
+}
+
+impl ShutdownReason {
+    /// The snake-case label (`pre_stop`, `signal`, `internal`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PreStop => "pre_stop",
+            Self::Signal => "signal",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// The first shutdown request: its reason and its frozen deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownRequest {
+    /// Why.
+    pub reason: ShutdownReason,
+    /// `request time + shutdown_timeout`, frozen.
+    pub deadline: ShutdownDeadline,
+}
+
+/// Readiness of the service's dependencies, published separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DependencyReadiness {
+    /// Dependencies are ready.
+    #[default]
+    Ready,
+    /// A dependency is degraded: the service is not ready.
+    Degraded,
+}
+
+/// Which HTTP methods `/drainz` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DrainRequestMethods {
+    /// `POST` only (default): a `GET` is answered `405` with `Allow: POST`.
+    #[default]
+    PostOnly,
+    /// `GET` or `POST`.
+    GetOrPost,
+}
+
+impl DrainRequestMethods {
+    /// Parses a comma list (case-insensitive, trimmed, no duplicates) that
+    /// must contain `POST`: `POST` or `GET,POST`.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut get = false;
+        let mut post = false;
+        for method in value.split(',').map(str::trim) {
+            let seen = match method.to_ascii_uppercase().as_str() {
+                "GET" => &mut get,
+                "POST" => &mut post,
+                _ => return None,
+            };
+            if std::mem::replace(seen, true) {
+                return None;
+            }
+        }
+        match (get, post) {
+            (false, true) => Some(Self::PostOnly),
+            (true, true) => Some(Self::GetOrPost),
+            _ => None,
+        }
+    }
+
+    /// Whether `method` may start a drain.
+    pub fn allows(self, method: &str) -> bool {
+        match self {
+            Self::PostOnly => method.eq_ignore_ascii_case("POST"),
+            Self::GetOrPost => {
+                method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("GET")
+            }
+        }
+    }
+
+    /// The `Allow` header of a refused drain request.
+    pub const fn allow_header(self) -> &'static str {
+        match self {
+            Self::PostOnly => "POST",
+            Self::GetOrPost => "GET, POST",
+        }
+    }
+}
+
+/// Configuration of a service lifecycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceLifecycleConfig {
+    /// The service's name.
+    pub service_name: Arc<str>,
+    /// Where the probe server listens (none: no server).
+    pub probe_bind_addr: Option<SocketAddr>,
+    /// Time from the first shutdown request to the frozen deadline.
+    pub shutdown_timeout: Duration,
+    /// Age of the last progress after which the service is not live.
+    pub liveness_stale_after: Duration,
+    /// Methods `/drainz` accepts.
+    pub drain_request_methods: DrainRequestMethods,
+}
+
+impl ServiceLifecycleConfig {
+    /// Defaults: no probe server, 45 s shutdown timeout, 30 s liveness.
+    pub fn new(service_name: impl Into<Arc<str>>) -> Self {
+        Self {
+            service_name: service_name.into(),
+            probe_bind_addr: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            liveness_stale_after: DEFAULT_LIVENESS_STALE_AFTER,
+            drain_request_methods: DrainRequestMethods::PostOnly,
+        }
+    }
+
+    /// Reads the `ROCKETMQ_*` variables (see the constants).
+    ///
+    /// # Errors
+    ///
+    /// `configuration(...)` naming the variable's operation for a value that
+    /// does not parse or is out of range.
+    pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
+        Self::from_lookup(service_name, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) over any variable lookup (tests).
+    pub(crate) fn from_lookup(
+        service_name: impl Into<Arc<str>>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> RuntimeResult<Self> {
+        let mut config = Self::new(service_name);
+        if let Some(value) = lookup(HEALTH_BIND_ADDR_ENV).filter(|value| !value.trim().is_empty()) {
+            config.probe_bind_addr = Some(value.trim().parse().map_err(|_| {
+                RuntimeError::configuration(RuntimeOperation::ServiceLifecycleProbeAddress)
+            })?);
+        }
+        if let Some(value) = lookup(SHUTDOWN_TIMEOUT_SECONDS_ENV) {
+            config.shutdown_timeout = seconds_in(&value, 1..=300)?;
+        }
+        if let Some(value) = lookup(LIVENESS_STALE_SECONDS_ENV) {
+            config.liveness_stale_after = seconds_in(&value, 2..=300)?;
+        }
+        if let Some(value) = lookup(HEALTH_DRAIN_METHODS_ENV) {
+            config.drain_request_methods = DrainRequestMethods::parse(&value).ok_or_else(|| {
+                RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDrainMethods)
+            })?;
+        }
+        Ok(config)
+    }
+}
+
+fn seconds_in(value: &str, range: std::ops::RangeInclusive<u64>) -> RuntimeResult<Duration> {
+    let seconds: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDuration))?;
+    if !range.contains(&seconds) {
+        return Err(RuntimeError::configuration(
+            RuntimeOperation::ServiceLifecycleDurationRange,
+        ));
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
+/// A committed state change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceLifecycleTransition {
+    /// The previous state; `None` only for the initial `Starting` event.
+    pub from: Option<ServiceLifecycleState>,
+    /// The new state.
+    pub to: ServiceLifecycleState,
+}
+
+/// Receives committed transitions, after the lifecycle's lock is released.
+/// Callbacks must be short, non-blocking and panic-free.
+pub trait ServiceLifecycleObserver: fmt::Debug + Send + Sync {
+    /// One committed transition.
+    fn on_transition(&self, transition: ServiceLifecycleTransition);
+}
+
+#[derive(Debug)]
+struct LifecycleState {
+    state: ServiceLifecycleState,
+    maintenance: bool,
+    dependencies: DependencyReadiness,
+    shutdown: Option<ShutdownRequest>,
+    progress: Instant,
+}
+
+struct LifecycleInner {
+    config: ServiceLifecycleConfig,
+    state: Mutex<LifecycleState>,
+    observer: OnceLock<Arc<dyn ServiceLifecycleObserver>>,
+    shutdown_requested: Notify,
+}
+
+/// Readiness, liveness and the shutdown request of one service.
+///
+/// ```
+/// use std::time::Duration;
+/// use rocketmq_runtime::{ServiceLifecycle, ServiceLifecycleConfig, ServiceLifecycleState, ShutdownReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+/// assert!(!lifecycle.is_ready() && lifecycle.is_live());
+/// lifecycle.mark_ready().unwrap();
+/// assert!(lifecycle.is_ready());
+///
+/// let first = lifecycle.request_shutdown(ShutdownReason::Signal);
+/// tokio::time::sleep(Duration::from_secs(10)).await;
+/// let second = lifecycle.request_shutdown(ShutdownReason::PreStop);
+/// assert_eq!(first, second); // the first reason and deadline stay
+/// assert_eq!(lifecycle.state(), ServiceLifecycleState::Draining);
+/// assert!(!lifecycle.is_ready());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ServiceLifecycle {
+    inner: Arc<LifecycleInner>,
+}
+
+impl fmt::Debug for ServiceLifecycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceLifecycle")
+            .field("service", &self.inner.config.service_name)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceLifecycle {
+    /// A lifecycle in `Starting`.
+    pub fn new(config: ServiceLifecycleConfig) -> Self {
+        Self {
+            inner: Arc::new(LifecycleInner {
+                config,
+                state: Mutex::new(LifecycleState {
+                    state: ServiceLifecycleState::Starting,
+                    maintenance: false,
+                    dependencies: DependencyReadiness::Ready,
+                    shutdown: None,
+                    progress: Instant::now(),
+                }),
+                observer: OnceLock::new(),
+                shutdown_requested: Notify::new(),
+            }),
+        }
+    }
+
+    /// [`new`](Self::new) with [`ServiceLifecycleConfig::from_env`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ServiceLifecycleConfig::from_env`].
+    pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
+        ServiceLifecycleConfig::from_env(service_name).map(Self::new)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServiceLifecycleConfig {
+        &self.inner.config
+    }
+
+    /// Attaches the observer (once, only while `Starting`); it first
+    /// receives `None → Starting`.
+    ///
+    /// # Errors
+    ///
+    /// `context_unavailable(StartServiceLifecycle)` after `Starting` or for
+    /// a second observer.
+    pub fn set_observer(&self, observer: Arc<dyn ServiceLifecycleObserver>) -> RuntimeResult<()> {
+        let state = self.inner.state.lock();
+        if state.state != ServiceLifecycleState::Starting
+            || self.inner.observer.set(Arc::clone(&observer)).is_err()
+        {
+            return Err(RuntimeError::context_unavailable(
+                RuntimeOperation::StartServiceLifecycle,
+            ));
+        }
+        drop(state);
+        observer.on_transition(ServiceLifecycleTransition {
+            from: None,
+            to: ServiceLifecycleState::Starting,
+        });
+        Ok(())
+    }
+
+    /// The current state.
+    pub fn state(&self) -> ServiceLifecycleState {
+        self.inner.state.lock().state
+    }
+
+    /// `Ready`, not in maintenance, and dependencies ready.
+    pub fn is_ready(&self) -> bool {
+        let state = self.inner.state.lock();
+        state.state == ServiceLifecycleState::Ready
+            && !state.maintenance
+            && state.dependencies == DependencyReadiness::Ready
+    }
+
+    /// Not `Stopped`/`Failed`, and progress recorded within
+    /// `liveness_stale_after` (readiness and dependencies do not matter).
+    pub fn is_live(&self) -> bool {
+        let state = self.inner.state.lock();
+        !matches!(
+            state.state,
+            ServiceLifecycleState::Stopped | ServiceLifecycleState::Failed
+        ) && state.progress.elapsed() <= self.inner.config.liveness_stale_after
+    }
+
+    /// Records progress (keeps the service live).
+    pub fn record_progress(&self) {
+        self.inner.state.lock().progress = Instant::now();
+    }
+
+    /// Publishes the dependencies' readiness (independent of the state).
+    pub fn set_dependency_readiness(&self, readiness: DependencyReadiness) {
+        self.inner.state.lock().dependencies = readiness;
+    }
+
+    /// The dependencies' readiness.
+    pub fn dependency_readiness(&self) -> DependencyReadiness {
+        self.inner.state.lock().dependencies
+    }
+
+    /// `Starting → Ready`; idempotent when `Ready`.
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(MarkServiceReady)` from any other state.
+    pub fn mark_ready(&self) -> RuntimeResult<()> {
+        self.transition(|state| match state.state {
+            ServiceLifecycleState::Starting => Ok(Some(ServiceLifecycleState::Ready)),
+            ServiceLifecycleState::Ready => Ok(None),
+            _ => Err(RuntimeError::internal_failure(
+                RuntimeOperation::MarkServiceReady,
+            )),
+        })
+    }
+
+    /// Revokes readiness for maintenance (only while `Ready` and before a
+    /// shutdown request).
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(SuspendServiceReadiness)` otherwise.
+    pub fn suspend_readiness_for_maintenance(&self) -> RuntimeResult<()> {
+        self.maintenance(true, RuntimeOperation::SuspendServiceReadiness)
+    }
+
+    /// Restores readiness after maintenance (same conditions).
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(RestoreServiceReadiness)` otherwise.
+    pub fn restore_readiness_after_maintenance(&self) -> RuntimeResult<()> {
+        self.maintenance(false, RuntimeOperation::RestoreServiceReadiness)
+    }
+
+    fn maintenance(&self, on: bool, operation: RuntimeOperation) -> RuntimeResult<()> {
+        let mut state = self.inner.state.lock();
+        if state.state != ServiceLifecycleState::Ready || state.shutdown.is_some() {
+            return Err(RuntimeError::internal_failure(operation));
+        }
+        state.maintenance = on;
+        Ok(())
+    }
+
+    /// Any state → `Failed`.
+    pub fn mark_failed(&self) {
+        let _ = self.transition(|state| {
+            Ok((state.state != ServiceLifecycleState::Failed)
+                .then_some(ServiceLifecycleState::Failed))
+        });
+    }
+
+    /// Any state but `Failed` → `Stopped`.
+    pub fn mark_stopped(&self) {
+        let _ = self.transition(|state| {
+            Ok(matches!(
+                state.state,
+                ServiceLifecycleState::Starting
+                    | ServiceLifecycleState::Ready
+                    | ServiceLifecycleState::Draining
+            )
+            .then_some(ServiceLifecycleState::Stopped))
+        });
+    }
+
+    /// Requests a shutdown. The first request freezes
+    /// `now + shutdown_timeout` and its reason; later requests return the
+    /// same request. Moves to `Draining` unless `Failed` or `Stopped`.
+    pub fn request_shutdown(&self, reason: ShutdownReason) -> ShutdownRequest {
+        let mut request = None;
+        let _ = self.transition(|state| {
+            let frozen = *state.shutdown.get_or_insert(ShutdownRequest {
+                reason,
+                deadline: ShutdownDeadline::after(self.inner.config.shutdown_timeout),
+            });
+            request = Some(frozen);
+            Ok(matches!(
+                state.state,
+                ServiceLifecycleState::Starting | ServiceLifecycleState::Ready
+            )
+            .then_some(ServiceLifecycleState::Draining))
+        });
+        self.inner.shutdown_requested.notify_waiters();
+        request.unwrap_or(ShutdownRequest {
+            reason,
+            deadline: ShutdownDeadline::after(self.inner.config.shutdown_timeout),
+        })
+    }
+
+    /// The first shutdown request, if any.
+    pub fn shutdown_request(&self) -> Option<ShutdownRequest> {
+        self.inner.state.lock().shutdown
+    }
+
+    /// Waits for the first shutdown request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting has no side effects.
+    pub async fn wait_for_shutdown(&self) -> ShutdownRequest {
+        loop {
+            let requested = self.inner.shutdown_requested.notified();
+            tokio::pin!(requested);
+            requested.as_mut().enable();
+            if let Some(request) = self.shutdown_request() {
+                return request;
+            }
+            requested.await;
+        }
+    }
+
+    /// Waits for a shutdown request or SIGTERM/SIGINT (Ctrl-C elsewhere);
+    /// a signal becomes `request_shutdown(Signal)`.
+    ///
+    /// # Errors
+    ///
+    /// `io(RegisterSigtermHandler / RegisterSigintHandler)` when a handler
+    /// cannot be installed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a signal is turned into a request only when observed.
+    pub async fn wait_for_shutdown_signal(&self) -> RuntimeResult<ShutdownRequest> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut terminate = signal(SignalKind::terminate()).map_err(|error| {
+                RuntimeError::io(RuntimeOperation::RegisterSigtermHandler, error)
+            })?;
+            let mut interrupt = signal(SignalKind::interrupt()).map_err(|error| {
+                RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error)
+            })?;
+            tokio::select! {
+                request = self.wait_for_shutdown() => Ok(request),
+                _ = terminate.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
+                _ = interrupt.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::select! {
+                request = self.wait_for_shutdown() => Ok(request),
+                signal = tokio::signal::ctrl_c() => {
+                    signal.map_err(|error| RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error))?;
+                    Ok(self.request_shutdown(ShutdownReason::Signal))
+                }
+            }
+        }
+    }
+
+    /// Applies `decide` under the lock; a returned state is committed and
+    /// reported to the observer after the lock is released.
+    fn transition(
+        &self,
+        decide: impl FnOnce(&mut LifecycleState) -> RuntimeResult<Option<ServiceLifecycleState>>,
+    ) -> RuntimeResult<()> {
+        let mut state = self.inner.state.lock();
+        let from = state.state;
+        let Some(to) = decide(&mut state)? else {
+            return Ok(());
+        };
+        state.state = to;
+        drop(state);
+        if let Some(observer) = self.inner.observer.get() {
+            observer.on_transition(ServiceLifecycleTransition {
+                from: Some(from),
+                to,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

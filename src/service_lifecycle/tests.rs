@@ -1,0 +1,109 @@
+//! Environment parsing of the lifecycle configuration (an injected lookup:
+//! the process environment is never touched).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::*;
+
+fn parse(vars: &[(&str, &str)]) -> RuntimeResult<ServiceLifecycleConfig> {
+    let vars: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    ServiceLifecycleConfig::from_lookup("broker", |name| vars.get(name).cloned())
+}
+
+#[test]
+fn defaults_without_variables() {
+    let config = parse(&[]).expect("defaults");
+    assert_eq!(config.probe_bind_addr, None);
+    assert_eq!(config.shutdown_timeout, Duration::from_secs(45));
+    assert_eq!(config.liveness_stale_after, Duration::from_secs(30));
+    assert_eq!(config.drain_request_methods, DrainRequestMethods::PostOnly);
+}
+
+#[test]
+fn variables_are_parsed_and_bounded() {
+    let config = parse(&[
+        (HEALTH_BIND_ADDR_ENV, "127.0.0.1:8080"),
+        (SHUTDOWN_TIMEOUT_SECONDS_ENV, "10"),
+        (LIVENESS_STALE_SECONDS_ENV, " 5 "),
+        (HEALTH_DRAIN_METHODS_ENV, "get, POST"),
+    ])
+    .expect("valid");
+    assert_eq!(
+        config.probe_bind_addr,
+        Some("127.0.0.1:8080".parse().expect("addr"))
+    );
+    assert_eq!(config.shutdown_timeout, Duration::from_secs(10));
+    assert_eq!(config.liveness_stale_after, Duration::from_secs(5));
+    assert_eq!(config.drain_request_methods, DrainRequestMethods::GetOrPost);
+    for (variable, value, operation) in [
+        (
+            HEALTH_BIND_ADDR_ENV,
+            "nowhere",
+            RuntimeOperation::ServiceLifecycleProbeAddress,
+        ),
+        (
+            SHUTDOWN_TIMEOUT_SECONDS_ENV,
+            "soon",
+            RuntimeOperation::ServiceLifecycleDuration,
+        ),
+        (
+            SHUTDOWN_TIMEOUT_SECONDS_ENV,
+            "0",
+            RuntimeOperation::ServiceLifecycleDurationRange,
+        ),
+        (
+            SHUTDOWN_TIMEOUT_SECONDS_ENV,
+            "301",
+            RuntimeOperation::ServiceLifecycleDurationRange,
+        ),
+        (
+            LIVENESS_STALE_SECONDS_ENV,
+            "1",
+            RuntimeOperation::ServiceLifecycleDurationRange,
+        ),
+        (
+            HEALTH_DRAIN_METHODS_ENV,
+            "GET",
+            RuntimeOperation::ServiceLifecycleDrainMethods,
+        ),
+        (
+            HEALTH_DRAIN_METHODS_ENV,
+            "POST,DELETE",
+            RuntimeOperation::ServiceLifecycleDrainMethods,
+        ),
+        (
+            HEALTH_DRAIN_METHODS_ENV,
+            "POST,post",
+            RuntimeOperation::ServiceLifecycleDrainMethods,
+        ),
+    ] {
+        let error = parse(&[(variable, value)]).expect_err(value);
+        assert_eq!(
+            error.kind(),
+            crate::RuntimeErrorKind::Configuration,
+            "{variable}={value}"
+        );
+        assert_eq!(error.operation(), operation, "{variable}={value}");
+    }
+}
+
+#[test]
+fn drain_methods() {
+    assert_eq!(
+        DrainRequestMethods::parse("POST"),
+        Some(DrainRequestMethods::PostOnly)
+    );
+    assert_eq!(
+        DrainRequestMethods::parse(" post , get "),
+        Some(DrainRequestMethods::GetOrPost)
+    );
+    assert!(DrainRequestMethods::PostOnly.allows("post"));
+    assert!(!DrainRequestMethods::PostOnly.allows("GET"));
+    assert!(DrainRequestMethods::GetOrPost.allows("GET"));
+    assert_eq!(DrainRequestMethods::PostOnly.allow_header(), "POST");
+    assert_eq!(DrainRequestMethods::GetOrPost.allow_header(), "GET, POST");
+}

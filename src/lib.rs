@@ -37,6 +37,7 @@ mod loom;
 mod blocking;
 mod config;
 mod context;
+mod critical;
 mod error;
 mod metadata_io;
 mod operation;
@@ -55,6 +56,9 @@ mod task_spawner;
 pub use blocking::*;
 pub use config::*;
 pub use context::RuntimeContext;
+pub use critical::{
+    CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
+};
 pub use error::*;
 pub use metadata_io::fs::*;
 pub use metadata_io::{
@@ -78,10 +82,11 @@ pub use scheduled::{
 };
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
 pub use service_lifecycle::{
-    DependencyReadiness, DrainRequestMethods, ServiceLifecycle, ServiceLifecycleConfig,
-    ServiceLifecycleObserver, ServiceLifecycleState, ServiceLifecycleTransition, ShutdownReason,
-    ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER, DEFAULT_SHUTDOWN_TIMEOUT, HEALTH_BIND_ADDR_ENV,
-    HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
+    ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,
+    ServiceLifecycleTransition, ShutdownReason, ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER,
+    DEFAULT_SHUTDOWN_TIMEOUT, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
+    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;

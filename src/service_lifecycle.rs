@@ -242,6 +242,18 @@ fn seconds_in(value: &str, range: std::ops::RangeInclusive<u64>) -> RuntimeResul
     Ok(Duration::from_secs(seconds))
 }
 
+/// What a critical failure does to the service (readiness is always
+/// revoked first: dependencies become `Degraded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CriticalFailureRecovery {
+    /// Only revoke readiness.
+    RevokeReadiness,
+    /// Revoke readiness and mark the service `Failed`.
+    FailService,
+    /// Revoke readiness, mark it `Failed` and request an `Internal` shutdown.
+    FailAndRequestShutdown,
+}
+
 /// A committed state change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServiceLifecycleTransition {
@@ -551,6 +563,53 @@ impl ServiceLifecycle {
                 }
             }
         }
+    }
+
+    /// Applies `recovery` for `failure`: dependencies become `Degraded`
+    /// first (readiness revoked), then the service may fail and request an
+    /// `Internal` shutdown.
+    pub fn handle_critical_failure(
+        &self,
+        failure: &crate::CriticalFailure,
+        recovery: CriticalFailureRecovery,
+    ) {
+        self.set_dependency_readiness(DependencyReadiness::Degraded);
+        tracing::error!(
+            service = %self.inner.config.service_name,
+            kind = failure.kind().as_str(),
+            ?recovery,
+            "critical failure handled"
+        );
+        match recovery {
+            CriticalFailureRecovery::RevokeReadiness => {}
+            CriticalFailureRecovery::FailService => self.mark_failed(),
+            CriticalFailureRecovery::FailAndRequestShutdown => {
+                self.mark_failed();
+                self.request_shutdown(ShutdownReason::Internal);
+            }
+        }
+    }
+
+    /// Spawns the monitor (`service-lifecycle.critical-failures`) that
+    /// handles every failure recorded in `state` with `recovery`.
+    ///
+    /// # Errors
+    ///
+    /// The spawner's refusal.
+    pub fn spawn_critical_failure_monitor(
+        &self,
+        spawner: &crate::TaskSpawner,
+        state: &crate::CriticalFailureState,
+        recovery: CriticalFailureRecovery,
+    ) -> RuntimeResult<crate::TaskId> {
+        let lifecycle = self.clone();
+        state.spawn_monitor(
+            spawner,
+            "service-lifecycle.critical-failures",
+            move |failure| {
+                lifecycle.handle_critical_failure(&failure, recovery);
+            },
+        )
     }
 
     /// Applies `decide` under the lock; a returned state is committed and

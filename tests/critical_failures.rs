@@ -1,0 +1,114 @@
+//! Critical tasks and failure recovery (invariant 106).
+
+mod support;
+
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    CriticalFailureKind, CriticalFailureRecovery, CriticalFailureState, DependencyReadiness,
+    ServiceLifecycle, ServiceLifecycleConfig, ServiceLifecycleState, ShutdownReason, TaskKind,
+};
+use support::{guard, harness};
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_critical_service_under_each_recovery() {
+    for recovery in [
+        CriticalFailureRecovery::RevokeReadiness,
+        CriticalFailureRecovery::FailService,
+        CriticalFailureRecovery::FailAndRequestShutdown,
+    ] {
+        let harness = harness("critical");
+        let component = harness.service_context("broker");
+        let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+        lifecycle.mark_ready().expect("ready");
+        let failures = CriticalFailureState::new();
+        let monitors = harness.service_context("monitors");
+        lifecycle
+            .spawn_critical_failure_monitor(&monitors.task_spawner(), &failures, recovery)
+            .expect("monitor");
+        component
+            .task_group()
+            .spawn_critical_service("replicator", &failures, async {
+                panic!("replication broke")
+            })
+            .expect("spawned");
+        guard("handled", async {
+            while lifecycle.dependency_readiness() == DependencyReadiness::Ready {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(!lifecycle.is_ready(), "{recovery:?}: readiness revoked");
+        assert_eq!(failures.occurrences(), 1);
+        assert_eq!(failures.pending(), None, "handled exactly once");
+        let (state, shutdown) = (lifecycle.state(), lifecycle.shutdown_request());
+        match recovery {
+            CriticalFailureRecovery::RevokeReadiness => {
+                assert_eq!((state, shutdown), (ServiceLifecycleState::Ready, None));
+            }
+            CriticalFailureRecovery::FailService => {
+                assert_eq!((state, shutdown), (ServiceLifecycleState::Failed, None));
+            }
+            CriticalFailureRecovery::FailAndRequestShutdown => {
+                assert_eq!(state, ServiceLifecycleState::Failed);
+                assert_eq!(
+                    shutdown.map(|request| request.reason),
+                    Some(ShutdownReason::Internal)
+                );
+            }
+        }
+        let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
+    }
+}
+
+/// With the notification channel full, the failure is still handled
+/// exactly once; later failures count but never replace the pending one.
+#[tokio::test(start_paused = true)]
+async fn a_full_notification_channel_loses_nothing() {
+    let failures = CriticalFailureState::new();
+    let mut subscription = failures.subscribe(1).expect("capacity");
+    assert!(failures.subscribe(0).is_err());
+    let first = failures.record(CriticalFailureKind::Panicked, TaskKind::Service);
+    failures.record(CriticalFailureKind::Unrecoverable, TaskKind::Worker);
+    failures.record(CriticalFailureKind::ExitedUnexpectedly, TaskKind::Service);
+    assert_eq!(subscription.try_recv(), Some(first));
+    assert_eq!(
+        subscription.try_recv(),
+        None,
+        "the full channel dropped notifications"
+    );
+    assert_eq!(failures.occurrences(), 3);
+    assert_eq!(failures.pending(), Some(first), "the first stays pending");
+    assert_eq!(failures.wait().await, first);
+    assert_eq!(failures.handle(), Some(first));
+    assert_eq!(failures.handle(), None, "exactly once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
+    let harness = harness("critical");
+    let group = harness.service_context("broker").task_group().clone();
+    let failures = CriticalFailureState::new();
+    group
+        .spawn_critical_service("early-exit", &failures, async {})
+        .expect("spawned");
+    let token = group.cancellation_token();
+    group
+        .spawn_critical_service("orderly", &failures, async move { token.cancelled().await })
+        .expect("spawned");
+    group
+        .spawn_critical("worker", TaskKind::Worker, &failures, async {})
+        .expect("spawned");
+    guard("early exit recorded", failures.wait()).await;
+    assert_eq!(
+        failures.pending().map(|f| f.kind()),
+        Some(CriticalFailureKind::ExitedUnexpectedly)
+    );
+    group.cancel();
+    let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
+    assert_eq!(
+        failures.occurrences(),
+        1,
+        "a normal worker return and an exit after cancellation record nothing"
+    );
+}

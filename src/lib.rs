@@ -81,6 +81,8 @@ pub use scheduled::{
     ScheduledTaskRegistrationOutcome, ScheduledTaskSnapshot,
 };
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
+#[doc(hidden)]
+pub use service_lifecycle::probe::serve_probes_for_tests;
 pub use service_lifecycle::{
     CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
     ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,

@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::Mutex;
+use crate::loom::{AtomicBool, Mutex, Ordering};
 use crate::ShutdownDeadline;
 
 /// `ROCKETMQ_HEALTH_BIND_ADDR`: the probe server's address (none: no server).
@@ -284,6 +284,9 @@ struct LifecycleInner {
     state: Mutex<LifecycleState>,
     observer: OnceLock<Arc<dyn ServiceLifecycleObserver>>,
     shutdown_requested: Notify,
+    /// Set by a successful `start`; a failed start resets it.
+    started: AtomicBool,
+    probe_addr: Mutex<Option<SocketAddr>>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -336,6 +339,8 @@ impl ServiceLifecycle {
                 }),
                 observer: OnceLock::new(),
                 shutdown_requested: Notify::new(),
+                started: AtomicBool::new(false),
+                probe_addr: Mutex::new(None),
             }),
         }
     }
@@ -376,6 +381,79 @@ impl ServiceLifecycle {
             to: ServiceLifecycleState::Starting,
         });
         Ok(())
+    }
+
+    /// Starts the lifecycle's own work in a `service-lifecycle` component
+    /// of `context`: a heartbeat that records progress every second, and
+    /// the probe server when `probe_bind_addr` is set.
+    ///
+    /// # Errors
+    ///
+    /// `internal_failure(StartServiceLifecycle)` for a second start; the
+    /// component's refusal; `io(BindServiceHealthProbe)` when the probe
+    /// address cannot be bound (the component is shut down and `start` can
+    /// be retried).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future mid-start may leave the
+    /// component started; shut the context down to clean it up.
+    pub async fn start(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
+        if self.inner.started.swap(true, Ordering::SeqCst) {
+            return Err(RuntimeError::internal_failure(
+                RuntimeOperation::StartServiceLifecycle,
+            ));
+        }
+        match self.start_component(context).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                self.inner.started.store(false, Ordering::SeqCst);
+                Err(error)
+            }
+        }
+    }
+
+    async fn start_component(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
+        let component = context.try_component("service-lifecycle")?;
+        let group = component.task_group().clone();
+        let listener = match self.inner.config.probe_bind_addr {
+            Some(address) => match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => Some(listener),
+                Err(error) => {
+                    let _ = group.shutdown(Duration::from_secs(1)).await;
+                    return Err(RuntimeError::io(
+                        RuntimeOperation::BindServiceHealthProbe,
+                        error,
+                    ));
+                }
+            },
+            None => None,
+        };
+        let heartbeat = self.clone();
+        let cancelled = group.cancellation_token();
+        group.spawn_service("service-lifecycle.heartbeat", async move {
+            let mut interval = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    () = cancelled.cancelled() => return,
+                    _ = interval.tick() => heartbeat.record_progress(),
+                }
+            }
+        })?;
+        if let Some(listener) = listener {
+            *self.inner.probe_addr.lock() = listener.local_addr().ok();
+            let lifecycle = self.clone();
+            let probes = group.clone();
+            group.spawn_service("service-lifecycle.probe", async move {
+                probe::serve_probes(listener, lifecycle, probes).await;
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The probe server's bound address (after `start` with an address).
+    pub fn probe_local_addr(&self) -> Option<SocketAddr> {
+        *self.inner.probe_addr.lock()
     }
 
     /// The current state.
@@ -635,5 +713,6 @@ impl ServiceLifecycle {
     }
 }
 
+pub(crate) mod probe;
 #[cfg(all(test, not(loom)))]
 mod tests;

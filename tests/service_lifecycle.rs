@@ -143,3 +143,37 @@ async fn waiters_wake_on_the_first_request() {
     let request = lifecycle.request_shutdown(ShutdownReason::PreStop);
     assert_eq!(waiter.await.expect("joins"), request);
 }
+
+/// `start` runs the heartbeat and, with an address, the probe server; a
+/// second start is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_serves_probes_and_refuses_a_second_start() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let harness = rocketmq_runtime::RuntimeContext::try_from_current("lifecycle").expect("tokio");
+    let context = harness.service_context("broker");
+    let mut config = ServiceLifecycleConfig::new("broker");
+    config.probe_bind_addr = Some("127.0.0.1:0".parse().expect("address"));
+    let lifecycle = ServiceLifecycle::new(config);
+    lifecycle.start(&context).await.expect("started");
+    let error = lifecycle.start(&context).await.expect_err("second start");
+    assert_eq!(error.operation(), RuntimeOperation::StartServiceLifecycle);
+    let address = lifecycle.probe_local_addr().expect("bound");
+    let get = |path: &'static str| async move {
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect");
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        response
+    };
+    assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+    lifecycle.mark_ready().expect("ready");
+    assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+    assert!(get("/livez").await.starts_with("HTTP/1.1 200"));
+    let report = harness.shutdown_tasks(Duration::from_secs(5)).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+}

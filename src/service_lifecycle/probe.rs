@@ -1,0 +1,472 @@
+//! The health probe server: a minimal HTTP/1.x responder for Kubernetes
+//! probes and pre-stop hooks, served over a caller-bound `TcpListener`.
+//!
+//! | Path | Methods | Success | Otherwise |
+//! | --- | --- | --- | --- |
+//! | `/readyz` | `GET`, `POST` | `200` `ready` ([`ServiceLifecycle::is_ready`]) | `503` `not_ready` |
+//! | `/livez` | `GET`, `POST` | `200` `live` ([`ServiceLifecycle::is_live`]) | `503` `not_live` |
+//! | `/startupz` | `GET`, `POST` | `200` `started` (state is not `Starting`) | `503` `starting` |
+//! | `/drainz` | [`DrainRequestMethods`](super::DrainRequestMethods) (`POST` by default) | `200` `draining` after `request_shutdown(PreStop)` | `405` `method_not_allowed` with `Allow: <allow_header()>` |
+//! | any other path | any | — | `404` `not_found` |
+//!
+//! Other methods on `/readyz`, `/livez` and `/startupz` are answered `405`
+//! with `Allow: GET, POST`. Methods are matched case-sensitively (HTTP
+//! methods are case-sensitive); a query string (`?…`) is ignored.
+//!
+//! Protocol errors:
+//!
+//! | Condition | Status |
+//! | --- | --- |
+//! | malformed head, or end of stream before a complete head | `400` `bad_request` |
+//! | a head not complete within [`MAX_REQUEST_HEAD_BYTES`], or more than 64 header fields | `431` `request_header_fields_too_large` |
+//! | a read stalled for [`PROBE_IO_TIMEOUT`] | `408` `request_timeout` (best effort), then close |
+//!
+//! Every response is `{"status":"<label>","state":"<lifecycle state>"}` with
+//! `Content-Type: application/json`, `Content-Length`, `Connection: close` and
+//! `Cache-Control: no-store`; one request per connection.
+//!
+//! Limits (invariant 107): at most [`MAX_PROBE_CONNECTIONS`] connection tasks
+//! at a time, each a [`TaskKind::Worker`] task of the server's group. A
+//! permit is taken *before* `accept`, so while 64 connections are open a
+//! further client stays in the kernel's accept backlog (its `connect`
+//! succeeds, its request is not read) until a connection finishes; since
+//! every read and write is bounded by [`PROBE_IO_TIMEOUT`], that wait is
+//! bounded too (about 2 s for clients that send nothing). The request head is
+//! read incrementally, so a head split across many small writes is accepted.
+//!
+//! `accept` errors: connection-level ones (`ConnectionAborted`,
+//! `ConnectionReset`, `Interrupted`, `WouldBlock`) are retried at once;
+//! listener-level ones (`InvalidInput`, `NotConnected`, `Unsupported`) mark
+//! the service failed and request an `Internal` shutdown; anything else (for
+//! example `EMFILE`) is treated as resource exhaustion and retried with a
+//! backoff of 10 ms doubling up to 1 s, giving up like a listener-level error
+//! after [`MAX_CONSECUTIVE_ACCEPT_FAILURES`] consecutive failures.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServiceLifecycle, ServiceLifecycleState, ShutdownReason};
+use crate::{TaskGroup, TaskKind};
+
+/// Maximum number of concurrently served probe connections.
+pub(crate) const MAX_PROBE_CONNECTIONS: usize = 64;
+/// Maximum size of a request head (request line and headers, including the
+/// terminating blank line): a head must be complete within this many bytes.
+pub(crate) const MAX_REQUEST_HEAD_BYTES: usize = 2_048;
+/// Bound on every single read and write of a probe connection.
+pub(crate) const PROBE_IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Consecutive resource-exhaustion `accept` failures after which the
+/// listener is considered unusable.
+pub(crate) const MAX_CONSECUTIVE_ACCEPT_FAILURES: u32 = 64;
+/// First backoff after a resource-exhaustion `accept` failure.
+const ACCEPT_BACKOFF_INITIAL: Duration = Duration::from_millis(10);
+/// Largest backoff between `accept` retries.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Header slots handed to `httparse`; more fields are answered `431`.
+const MAX_HEADERS: usize = 64;
+/// After an answer that left request bytes unread, at most this many more
+/// bytes are discarded (within [`PROBE_IO_TIMEOUT`]) before closing, so the
+/// close does not turn into a reset that destroys the response.
+const LINGER_DISCARD_BYTES: usize = 64 * 1_024;
+/// Task name of one connection.
+const CONNECTION_TASK_NAME: &str = "service-lifecycle.probe-connection";
+
+/// Serves the probe routes on `listener` until `group`'s cancellation token
+/// is cancelled (or the listener becomes unusable, see the module docs).
+///
+/// Each accepted connection is a [`TaskKind::Worker`] task of `group`; a
+/// connection task also stops when the token is cancelled. If `group`
+/// refuses a new task (it is shutting down), the server returns.
+///
+/// # Cancel safety
+///
+/// Dropping the future closes the listener; running connection tasks are
+/// owned by `group` and finish on their own timeouts or its cancellation.
+pub(crate) async fn serve_probes(
+    listener: TcpListener,
+    lifecycle: ServiceLifecycle,
+    group: TaskGroup,
+) {
+    let token = group.cancellation_token();
+    let permits = Arc::new(Semaphore::new(MAX_PROBE_CONNECTIONS));
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut consecutive_failures = 0_u32;
+    let mut backoff = ACCEPT_BACKOFF_INITIAL;
+    loop {
+        let held = match permit.take() {
+            Some(held) => held,
+            None => tokio::select! {
+                biased;
+                () = token.cancelled() => return,
+                acquired = Arc::clone(&permits).acquire_owned() => match acquired {
+                    Ok(acquired) => acquired,
+                    Err(_closed) => return,
+                },
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            () = token.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _peer)) => {
+                consecutive_failures = 0;
+                backoff = ACCEPT_BACKOFF_INITIAL;
+                let connection_lifecycle = lifecycle.clone();
+                let connection_token = token.clone();
+                let spawned = group.spawn(CONNECTION_TASK_NAME, TaskKind::Worker, async move {
+                    let _permit = held;
+                    tokio::select! {
+                        biased;
+                        () = connection_token.cancelled() => {}
+                        () = serve_connection(stream, &connection_lifecycle) => {}
+                    }
+                });
+                if spawned.is_err() {
+                    // The group no longer admits tasks: it is shutting down.
+                    return;
+                }
+            }
+            Err(error) => match classify_accept_error(&error) {
+                AcceptFailure::Connection => {
+                    tracing::debug!(%error, "probe accept: connection-level error, retrying");
+                    permit = Some(held);
+                }
+                AcceptFailure::Listener => {
+                    tracing::error!(%error, "probe listener unusable; failing the service");
+                    fail_service(&lifecycle);
+                    return;
+                }
+                AcceptFailure::Resource => {
+                    consecutive_failures += 1;
+                    if consecutive_failures >= MAX_CONSECUTIVE_ACCEPT_FAILURES {
+                        tracing::error!(
+                            %error,
+                            failures = consecutive_failures,
+                            "probe accept keeps failing; failing the service"
+                        );
+                        fail_service(&lifecycle);
+                        return;
+                    }
+                    tracing::warn!(%error, ?backoff, "probe accept failed; backing off");
+                    // Keep the permit: the next attempt needs one anyway.
+                    permit = Some(held);
+                    if !sleep_unless_cancelled(&token, backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+            },
+        }
+    }
+}
+
+/// Public wrapper of `serve_probes` for the integration tests in
+/// `tests/service_lifecycle_probe.rs`; not part of the supported API.
+#[doc(hidden)]
+pub async fn serve_probes_for_tests(
+    listener: TcpListener,
+    lifecycle: ServiceLifecycle,
+    group: TaskGroup,
+) {
+    serve_probes(listener, lifecycle, group).await;
+}
+
+/// The three classes of `accept` failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AcceptFailure {
+    /// One pending connection failed: retry at once.
+    Connection,
+    /// The listener itself is unusable: give up.
+    Listener,
+    /// Probably resource exhaustion (`EMFILE`, `ENFILE`, `ENOBUFS`, ...):
+    /// back off and retry.
+    Resource,
+}
+
+fn classify_accept_error(error: &io::Error) -> AcceptFailure {
+    match error.kind() {
+        io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::WouldBlock => AcceptFailure::Connection,
+        io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected | io::ErrorKind::Unsupported => {
+            AcceptFailure::Listener
+        }
+        _ => AcceptFailure::Resource,
+    }
+}
+
+fn fail_service(lifecycle: &ServiceLifecycle) {
+    lifecycle.mark_failed();
+    lifecycle.request_shutdown(ShutdownReason::Internal);
+}
+
+/// Sleeps `duration`; `false` when `token` was cancelled first.
+async fn sleep_unless_cancelled(token: &CancellationToken, duration: Duration) -> bool {
+    tokio::select! {
+        biased;
+        () = token.cancelled() => false,
+        () = tokio::time::sleep(duration) => true,
+    }
+}
+
+/// What reading a request head produced.
+#[derive(Debug)]
+enum Head {
+    /// A complete head. `unread` is true when bytes beyond the head were
+    /// received or a body was announced.
+    Request {
+        method: String,
+        path: String,
+        unread: bool,
+    },
+    /// Malformed, or the stream ended before a complete head.
+    Bad { unread: bool },
+    /// Not complete within [`MAX_REQUEST_HEAD_BYTES`] or too many fields.
+    TooLarge,
+    /// A read stalled for [`PROBE_IO_TIMEOUT`].
+    TimedOut,
+    /// The connection failed; nothing can be answered.
+    Broken,
+}
+
+/// Serves one request on `stream` and closes it.
+async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle) {
+    let head = read_head(&mut stream).await;
+    let (response, linger) = match head {
+        Head::Request {
+            method,
+            path,
+            unread,
+        } => (route(lifecycle, &method, &path), unread),
+        Head::Bad { unread } => (Response::plain(400, "bad_request"), unread),
+        Head::TooLarge => (
+            Response::plain(431, "request_header_fields_too_large"),
+            true,
+        ),
+        Head::TimedOut => (Response::plain(408, "request_timeout"), false),
+        Head::Broken => return,
+    };
+    let bytes = response.encode(lifecycle.state());
+    let written = timeout(PROBE_IO_TIMEOUT, stream.write_all(&bytes)).await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
+    }
+    if !matches!(
+        timeout(PROBE_IO_TIMEOUT, stream.shutdown()).await,
+        Ok(Ok(()))
+    ) {
+        return;
+    }
+    if linger {
+        discard_remaining(&mut stream).await;
+    }
+}
+
+/// Reads until a complete head, an error, or the size limit.
+async fn read_head(stream: &mut TcpStream) -> Head {
+    let mut buffer = [0_u8; MAX_REQUEST_HEAD_BYTES];
+    let mut filled = 0;
+    loop {
+        if filled == buffer.len() {
+            return Head::TooLarge;
+        }
+        let read = match timeout(PROBE_IO_TIMEOUT, stream.read(&mut buffer[filled..])).await {
+            Err(_elapsed) => return Head::TimedOut,
+            Ok(Err(_error)) => return Head::Broken,
+            Ok(Ok(read)) => read,
+        };
+        if read == 0 {
+            return Head::Bad { unread: false };
+        }
+        filled += read;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buffer[..filled]) {
+            Ok(httparse::Status::Partial) => {}
+            Ok(httparse::Status::Complete(head_len)) => {
+                let announces_body = request.headers.iter().any(|header| {
+                    (header.name.eq_ignore_ascii_case("content-length")
+                        && header.value.iter().any(|byte| (b'1'..=b'9').contains(byte)))
+                        || header.name.eq_ignore_ascii_case("transfer-encoding")
+                });
+                return Head::Request {
+                    method: request.method.unwrap_or_default().to_owned(),
+                    path: request.path.unwrap_or_default().to_owned(),
+                    unread: announces_body || head_len < filled,
+                };
+            }
+            Err(httparse::Error::TooManyHeaders) => return Head::TooLarge,
+            Err(_malformed) => return Head::Bad { unread: true },
+        }
+    }
+}
+
+/// Discards what the client still sends (bounded in bytes and time), so
+/// closing with unread data does not reset the connection before the client
+/// read the response.
+async fn discard_remaining(stream: &mut TcpStream) {
+    let mut scratch = [0_u8; 1_024];
+    let mut discarded = 0;
+    let _ = timeout(PROBE_IO_TIMEOUT, async {
+        while discarded < LINGER_DISCARD_BYTES {
+            match stream.read(&mut scratch).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => discarded += read,
+            }
+        }
+    })
+    .await;
+}
+
+/// Answers a complete request.
+fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str) -> Response {
+    let path = target.split_once('?').map_or(target, |(path, _query)| path);
+    let probe_method = matches!(method, "GET" | "POST");
+    match path {
+        "/readyz" | "/livez" | "/startupz" if !probe_method => {
+            Response::plain(405, "method_not_allowed").with_allow("GET, POST")
+        }
+        "/readyz" => verdict(lifecycle.is_ready(), "ready", "not_ready"),
+        "/livez" => verdict(lifecycle.is_live(), "live", "not_live"),
+        "/startupz" => verdict(
+            lifecycle.state() != ServiceLifecycleState::Starting,
+            "started",
+            "starting",
+        ),
+        "/drainz" => {
+            let methods = lifecycle.config().drain_request_methods;
+            if probe_method && methods.allows(method) {
+                lifecycle.request_shutdown(ShutdownReason::PreStop);
+                Response::plain(200, "draining")
+            } else {
+                Response::plain(405, "method_not_allowed").with_allow(methods.allow_header())
+            }
+        }
+        _ => Response::plain(404, "not_found"),
+    }
+}
+
+fn verdict(ok: bool, yes: &'static str, no: &'static str) -> Response {
+    if ok {
+        Response::plain(200, yes)
+    } else {
+        Response::plain(503, no)
+    }
+}
+
+/// One probe response.
+#[derive(Debug, Clone, Copy)]
+struct Response {
+    status: u16,
+    label: &'static str,
+    allow: Option<&'static str>,
+}
+
+impl Response {
+    const fn plain(status: u16, label: &'static str) -> Self {
+        Self {
+            status,
+            label,
+            allow: None,
+        }
+    }
+
+    const fn with_allow(mut self, allow: &'static str) -> Self {
+        self.allow = Some(allow);
+        self
+    }
+
+    /// Serializes the response; `state` is read after the route acted, so
+    /// `/drainz` reports `draining`.
+    fn encode(self, state: ServiceLifecycleState) -> Vec<u8> {
+        let body = format!(
+            "{{\"status\":\"{}\",\"state\":\"{}\"}}",
+            self.label,
+            state.as_str()
+        );
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\nCache-Control: no-store\r\n",
+            self.status,
+            reason_phrase(self.status),
+            body.len()
+        );
+        if let Some(allow) = self.allow {
+            head.push_str("Allow: ");
+            head.push_str(allow);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        head.push_str(&body);
+        head.into_bytes()
+    }
+}
+
+const fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn accept_errors_are_classified() {
+        use io::ErrorKind::*;
+        for kind in [ConnectionAborted, ConnectionReset, Interrupted, WouldBlock] {
+            assert_eq!(
+                classify_accept_error(&io::Error::from(kind)),
+                AcceptFailure::Connection
+            );
+        }
+        for kind in [InvalidInput, NotConnected, Unsupported] {
+            assert_eq!(
+                classify_accept_error(&io::Error::from(kind)),
+                AcceptFailure::Listener
+            );
+        }
+        assert_eq!(
+            classify_accept_error(&io::Error::from_raw_os_error(24)),
+            AcceptFailure::Resource
+        );
+    }
+
+    #[test]
+    fn responses_carry_the_contract_headers() {
+        let bytes = Response::plain(405, "method_not_allowed")
+            .with_allow("POST")
+            .encode(ServiceLifecycleState::Ready);
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"));
+        for header in [
+            "Content-Type: application/json\r\n",
+            "Connection: close\r\n",
+            "Cache-Control: no-store\r\n",
+            "Allow: POST\r\n",
+        ] {
+            assert!(text.contains(header), "{header:?} missing in {text:?}");
+        }
+        let body = r#"{"status":"method_not_allowed","state":"ready"}"#;
+        assert!(text.ends_with(body));
+        assert!(text.contains(&format!("Content-Length: {}\r\n", body.len())));
+    }
+}

@@ -1,0 +1,511 @@
+//! The health probe server over real TCP on 127.0.0.1:0 (invariant 107):
+//! routes and methods, `/drainz` methods, protocol errors (400/404/431),
+//! incremental head reads, the 64-connection limit and I/O timeouts.
+//!
+//! Clients are plain `tokio::net::TcpStream`s writing raw HTTP/1.1.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    serve_probes_for_tests, DrainRequestMethods, RuntimeContext, ServiceLifecycle,
+    ServiceLifecycleConfig, ServiceLifecycleState, ShutdownReason, TaskGroup,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio::time::{timeout, Instant};
+
+/// The server's I/O timeout (contract: 2 s).
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// The server's connection limit (contract: 64).
+const LIMIT: usize = 64;
+/// Upper bound for any single client wait in these tests.
+const TEST_WAIT: Duration = Duration::from_secs(20);
+
+/// A running probe server on its own harness group.
+struct Server {
+    addr: SocketAddr,
+    lifecycle: ServiceLifecycle,
+    group: TaskGroup,
+    task: JoinHandle<()>,
+    _context: RuntimeContext,
+}
+
+impl Server {
+    async fn start(config: ServiceLifecycleConfig) -> Self {
+        let context = RuntimeContext::try_from_current("probe-test").expect("inside Tokio");
+        let group = context
+            .root_group()
+            .try_child("probes")
+            .expect("child group");
+        let lifecycle = ServiceLifecycle::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(serve_probes_for_tests(
+            listener,
+            lifecycle.clone(),
+            group.clone(),
+        ));
+        Self {
+            addr,
+            lifecycle,
+            group,
+            task,
+            _context: context,
+        }
+    }
+
+    async fn start_default() -> Self {
+        Self::start(ServiceLifecycleConfig::new("broker")).await
+    }
+
+    /// Cancels the group and checks that the server returns.
+    async fn stop(self) {
+        self.group.cancel();
+        timeout(TEST_WAIT, self.task)
+            .await
+            .expect("server stops on cancellation")
+            .expect("server task did not panic");
+    }
+
+    async fn send(&self, raw: &[u8]) -> Reply {
+        let mut stream = TcpStream::connect(self.addr).await.expect("connect");
+        stream.write_all(raw).await.expect("write request");
+        read_reply(&mut stream).await
+    }
+
+    async fn call(&self, method: &str, path: &str) -> Reply {
+        self.send(format!("{method} {path} HTTP/1.1\r\nHost: probe\r\n\r\n").as_bytes())
+            .await
+    }
+
+    /// Waits (without advancing paused time) until `n` connection tasks run.
+    async fn wait_for_connections(&self, n: usize) {
+        for _ in 0..1_000_000 {
+            if self.group.task_count() == n {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!(
+            "expected {n} connection tasks, found {}",
+            self.group.task_count()
+        );
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Checks the status, the body and the headers every response carries.
+    fn expect(&self, status: u16, label: &str, state: ServiceLifecycleState) {
+        assert_eq!(self.status, status, "{self:?}");
+        assert_eq!(
+            self.body,
+            format!(r#"{{"status":"{label}","state":"{}"}}"#, state.as_str()),
+            "{self:?}"
+        );
+        assert_eq!(self.header("content-type"), Some("application/json"));
+        assert_eq!(self.header("connection"), Some("close"));
+        assert_eq!(self.header("cache-control"), Some("no-store"));
+        assert_eq!(
+            self.header("content-length"),
+            Some(self.body.len().to_string().as_str())
+        );
+    }
+}
+
+/// Reads a whole response (the server closes every connection).
+async fn read_reply(stream: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    timeout(TEST_WAIT, stream.read_to_end(&mut raw))
+        .await
+        .expect("response within the test bound")
+        .expect("read response");
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
+    let text = std::str::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("complete head");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().expect("status line");
+    let status = status_line
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers = lines
+        .map(|line| {
+            let (name, value) = line.split_once(':').expect("header line");
+            (name.trim().to_owned(), value.trim().to_owned())
+        })
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn readyz_livez_startupz_answer_get_and_post() {
+    use ServiceLifecycleState::{Ready, Starting};
+    let server = Server::start_default().await;
+
+    for method in ["GET", "POST"] {
+        server
+            .call(method, "/readyz")
+            .await
+            .expect(503, "not_ready", Starting);
+        server
+            .call(method, "/livez")
+            .await
+            .expect(200, "live", Starting);
+        server
+            .call(method, "/startupz")
+            .await
+            .expect(503, "starting", Starting);
+    }
+
+    server.lifecycle.mark_ready().expect("starting -> ready");
+    for method in ["GET", "POST"] {
+        server
+            .call(method, "/readyz")
+            .await
+            .expect(200, "ready", Ready);
+        server
+            .call(method, "/livez")
+            .await
+            .expect(200, "live", Ready);
+        server
+            .call(method, "/startupz")
+            .await
+            .expect(200, "started", Ready);
+    }
+    // A query string does not change the route.
+    server
+        .call("GET", "/readyz?verbose=1")
+        .await
+        .expect(200, "ready", Ready);
+
+    // Other methods on the probe routes: 405 with `Allow: GET, POST`.
+    for method in ["PUT", "DELETE", "HEAD", "PATCH", "OPTIONS", "get"] {
+        for path in ["/readyz", "/livez", "/startupz"] {
+            let reply = server.call(method, path).await;
+            reply.expect(405, "method_not_allowed", Ready);
+            assert_eq!(reply.header("allow"), Some("GET, POST"), "{method} {path}");
+        }
+    }
+
+    // Unknown paths: 404 for any method.
+    for (method, path) in [
+        ("GET", "/"),
+        ("GET", "/healthz"),
+        ("POST", "/readyz/extra"),
+        ("DELETE", "/nope"),
+    ] {
+        server
+            .call(method, path)
+            .await
+            .expect(404, "not_found", Ready);
+    }
+
+    // Not-ready readiness and not-live liveness.
+    server.lifecycle.mark_failed();
+    use ServiceLifecycleState::Failed;
+    server
+        .call("GET", "/readyz")
+        .await
+        .expect(503, "not_ready", Failed);
+    server
+        .call("GET", "/livez")
+        .await
+        .expect(503, "not_live", Failed);
+    server
+        .call("GET", "/startupz")
+        .await
+        .expect(200, "started", Failed);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn drainz_default_is_post_only_and_requests_a_pre_stop_shutdown() {
+    use ServiceLifecycleState::{Draining, Ready};
+    let server = Server::start_default().await;
+    server.lifecycle.mark_ready().expect("ready");
+
+    for method in ["GET", "PUT", "DELETE"] {
+        let reply = server.call(method, "/drainz").await;
+        reply.expect(405, "method_not_allowed", Ready);
+        assert_eq!(reply.header("allow"), Some("POST"), "{method}");
+    }
+    assert_eq!(server.lifecycle.state(), Ready);
+    assert!(server.lifecycle.shutdown_request().is_none());
+
+    server
+        .call("POST", "/drainz")
+        .await
+        .expect(200, "draining", Draining);
+    assert_eq!(server.lifecycle.state(), Draining);
+    let request = server.lifecycle.shutdown_request().expect("requested");
+    assert_eq!(request.reason, ShutdownReason::PreStop);
+
+    // Readiness is revoked; the server keeps answering while draining, and
+    // a repeated drain keeps the first request.
+    server
+        .call("GET", "/readyz")
+        .await
+        .expect(503, "not_ready", Draining);
+    server
+        .call("GET", "/livez")
+        .await
+        .expect(200, "live", Draining);
+    server
+        .call("POST", "/drainz")
+        .await
+        .expect(200, "draining", Draining);
+    assert_eq!(server.lifecycle.shutdown_request(), Some(request));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn drainz_accepts_get_when_configured() {
+    let config = ServiceLifecycleConfig {
+        drain_request_methods: DrainRequestMethods::GetOrPost,
+        ..ServiceLifecycleConfig::new("broker")
+    };
+    let server = Server::start(config).await;
+    server.lifecycle.mark_ready().expect("ready");
+
+    let reply = server.call("PUT", "/drainz").await;
+    reply.expect(405, "method_not_allowed", ServiceLifecycleState::Ready);
+    assert_eq!(reply.header("allow"), Some("GET, POST"));
+
+    server
+        .call("GET", "/drainz")
+        .await
+        .expect(200, "draining", ServiceLifecycleState::Draining);
+    assert_eq!(
+        server
+            .lifecycle
+            .shutdown_request()
+            .map(|request| request.reason),
+        Some(ShutdownReason::PreStop)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_and_empty_heads_are_400() {
+    use ServiceLifecycleState::Starting;
+    let server = Server::start_default().await;
+    for raw in [
+        &b"GARBAGE\r\n\r\n"[..],
+        b"GET /readyz HTTP/9.9\r\n\r\n",
+        b"GET /readyz HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"\x00\x01\x02\x03\r\n\r\n",
+        // End of stream before the head is complete.
+        b"GET /readyz HTTP/1.1\r\nHost: probe\r\n",
+    ] {
+        let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+        stream.write_all(raw).await.expect("write");
+        stream.shutdown().await.expect("half-close");
+        read_reply(&mut stream)
+            .await
+            .expect(400, "bad_request", Starting);
+    }
+    // Connect and close the write side without sending anything.
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    stream.shutdown().await.expect("half-close");
+    read_reply(&mut stream)
+        .await
+        .expect(400, "bad_request", Starting);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_heads_are_431() {
+    use ServiceLifecycleState::Starting;
+    let server = Server::start_default().await;
+
+    // A head that does not end within 2,048 bytes (sent in one piece, more
+    // than the limit, without a terminating blank line in the first 2 KiB).
+    let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
+    raw.extend_from_slice(&[b'a'; 3_000]);
+    raw.extend_from_slice(b"\r\n\r\n");
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
+
+    // Exactly at the limit still incomplete: 431 as well.
+    let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
+    raw.resize(2_048, b'b');
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
+
+    // Too many header fields within the size limit.
+    let mut raw = b"GET /readyz HTTP/1.1\r\n".to_vec();
+    for index in 0..100 {
+        raw.extend_from_slice(format!("h{index}: v\r\n").as_bytes());
+    }
+    raw.extend_from_slice(b"\r\n");
+    assert!(raw.len() < 2_048);
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
+
+    // A large but complete head under the limit is served.
+    let mut raw = b"GET /livez HTTP/1.1\r\nX-Fill: ".to_vec();
+    raw.resize(2_000, b'c');
+    raw.extend_from_slice(b"\r\n\r\n");
+    server.send(&raw).await.expect(200, "live", Starting);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_head_split_across_many_small_writes_is_read_incrementally() {
+    let server = Server::start_default().await;
+    server.lifecycle.mark_ready().expect("ready");
+    let raw = b"GET /readyz HTTP/1.1\r\nHost: probe\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\n\r\n";
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    for chunk in raw.chunks(3) {
+        stream.write_all(chunk).await.expect("write chunk");
+        stream.flush().await.expect("flush");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    read_reply(&mut stream)
+        .await
+        .expect(200, "ready", ServiceLifecycleState::Ready);
+    server.stop().await;
+}
+
+/// A client that connects and sends nothing is answered `408` and closed
+/// after the 2 s read timeout (paused time).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_silent_client_is_dropped_after_its_timeout() {
+    let server = Server::start_default().await;
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    server.wait_for_connections(1).await;
+    let reply = read_reply(&mut stream).await;
+    let waited = started.elapsed();
+    reply.expect(408, "request_timeout", ServiceLifecycleState::Starting);
+    assert!(
+        waited >= IO_TIMEOUT && waited < IO_TIMEOUT + Duration::from_millis(500),
+        "{waited:?}"
+    );
+    // The connection task is gone and its permit released.
+    server.wait_for_connections(0).await;
+    server
+        .call("GET", "/livez")
+        .await
+        .expect(200, "live", ServiceLifecycleState::Starting);
+    server.stop().await;
+}
+
+/// Opens `LIMIT` idle connections and waits until the server holds all of
+/// them; then sends a 65th `/livez` whose response cannot arrive yet.
+async fn saturate(server: &Server) -> (Vec<TcpStream>, TcpStream) {
+    let mut idle = Vec::with_capacity(LIMIT);
+    for _ in 0..LIMIT {
+        idle.push(TcpStream::connect(server.addr).await.expect("connect idle"));
+    }
+    server.wait_for_connections(LIMIT).await;
+    // The kernel completes the 65th handshake (accept backlog); the server
+    // does not accept it until a permit is free, so its request waits.
+    let mut extra = TcpStream::connect(server.addr).await.expect("connect 65th");
+    extra
+        .write_all(b"GET /livez HTTP/1.1\r\nHost: probe\r\n\r\n")
+        .await
+        .expect("write 65th");
+    (idle, extra)
+}
+
+/// 64 idle connections hold every permit: the 65th client waits in the
+/// accept backlog (no response) until one connection ends. Closing one idle
+/// client frees a permit at once, well before any I/O timeout (paused time).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_65th_client_is_served_when_an_idle_connection_closes() {
+    let server = Server::start_default().await;
+    let started = Instant::now();
+    let (mut idle, mut extra) = saturate(&server).await;
+
+    // Nothing for the 65th while all 64 permits are held (1 s < 2 s timeout).
+    let mut byte = [0_u8; 1];
+    assert!(
+        timeout(Duration::from_secs(1), extra.read(&mut byte))
+            .await
+            .is_err(),
+        "the 65th client must wait for a permit"
+    );
+    assert_eq!(server.group.task_count(), LIMIT);
+
+    // Close one idle client: its connection ends (EOF, 400), freeing a
+    // permit; the 65th is accepted and answered before the 2 s timeouts.
+    drop(idle.pop());
+    read_reply(&mut extra)
+        .await
+        .expect(200, "live", ServiceLifecycleState::Starting);
+    assert!(started.elapsed() < IO_TIMEOUT, "{:?}", started.elapsed());
+    drop(idle);
+    server.stop().await;
+}
+
+/// Without any client closing, the idle connections time out after 2 s
+/// (`408`), so the 65th client's `/livez` is answered after about 2 s, never
+/// later than the I/O timeout allows (paused time).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn idle_connections_do_not_block_the_65th_client_beyond_the_io_timeout() {
+    let server = Server::start_default().await;
+    let started = Instant::now();
+    let (idle, mut extra) = saturate(&server).await;
+
+    read_reply(&mut extra)
+        .await
+        .expect(200, "live", ServiceLifecycleState::Starting);
+    let waited = started.elapsed();
+    assert!(
+        waited >= IO_TIMEOUT && waited < IO_TIMEOUT + Duration::from_millis(500),
+        "{waited:?}"
+    );
+    for mut stream in idle {
+        read_reply(&mut stream).await.expect(
+            408,
+            "request_timeout",
+            ServiceLifecycleState::Starting,
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_the_group_stops_the_server() {
+    let server = Server::start_default().await;
+    server
+        .call("GET", "/livez")
+        .await
+        .expect(200, "live", ServiceLifecycleState::Starting);
+    let addr = server.addr;
+    server.stop().await;
+    // The listener is closed with the server.
+    assert!(TcpStream::connect(addr).await.is_err());
+}

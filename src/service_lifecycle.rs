@@ -21,7 +21,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::{AtomicBool, Mutex, Ordering};
+#[cfg(not(loom))]
+use crate::loom::Ordering;
+use crate::loom::{AtomicBool, Mutex};
 use crate::ShutdownDeadline;
 
 /// `ROCKETMQ_HEALTH_BIND_ADDR`: the probe server's address (none: no server).
@@ -285,6 +287,7 @@ struct LifecycleInner {
     observer: OnceLock<Arc<dyn ServiceLifecycleObserver>>,
     shutdown_requested: Notify,
     /// Set by a successful `start`; a failed start resets it.
+    #[cfg_attr(loom, allow(dead_code))]
     started: AtomicBool,
     probe_addr: Mutex<Option<SocketAddr>>,
 }
@@ -383,6 +386,7 @@ impl ServiceLifecycle {
         Ok(())
     }
 
+    #[cfg(not(loom))]
     /// Starts the lifecycle's own work in a `service-lifecycle` component
     /// of `context`: a heartbeat that records progress every second, and
     /// the probe server when `probe_bind_addr` is set.
@@ -413,6 +417,7 @@ impl ServiceLifecycle {
         }
     }
 
+    #[cfg(not(loom))]
     async fn start_component(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
         let component = context.try_component("service-lifecycle")?;
         let group = component.task_group().clone();
@@ -604,6 +609,7 @@ impl ServiceLifecycle {
         }
     }
 
+    #[cfg(not(loom))]
     /// Waits for a shutdown request or SIGTERM/SIGINT (Ctrl-C elsewhere);
     /// a signal becomes `request_shutdown(Signal)`.
     ///
@@ -713,6 +719,7 @@ impl ServiceLifecycle {
     }
 }
 
+#[cfg(not(loom))]
 pub(crate) mod probe;
 #[cfg(all(test, not(loom)))]
 mod tests;

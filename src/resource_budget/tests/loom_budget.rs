@@ -29,7 +29,7 @@ fn loom_competing_acquirers_and_a_release_never_exceed_a_level() {
         let held = child.try_acquire_data(10).expect("room");
         let acquirers: Vec<_> = (0..2)
             .map(|_| {
-                let (root, child) = (root.clone(), child.clone());
+                let child = child.clone();
                 thread::spawn(move || {
                     let permit = child.try_acquire_data(30);
                     assert_within(&child);

@@ -1,15 +1,21 @@
 //! A broker-style entrypoint: the main job of this crate's README.
 //!
-//! It owns the runtime, derives a `broker` component from the sealed root,
-//! runs scheduled maintenance (a fixed-rate heartbeat, a fixed-delay offset
-//! flush on the managed `storage_io()` lane)
-//! and a request worker (one `OperationContext`
-//! per simulated request, drained on shutdown) until Ctrl-C, SIGTERM or
-//! `--run-for <seconds>`, then shuts down within one deadline, prints the
-//! shutdown report as JSON and exits non-zero if the report is unhealthy.
+//! It owns the runtime and a `ServiceLifecycle` configured from the
+//! `ROCKETMQ_*` environment (probe server on `ROCKETMQ_HEALTH_BIND_ADDR`),
+//! derives `lifecycle`, `metadata` and `broker` components from the sealed
+//! root, runs scheduled maintenance (a fixed-rate heartbeat, a fixed-delay
+//! offset flush on the managed `storage_io()` lane), durable offset
+//! persistence and a critical request worker (one `OperationContext` per
+//! simulated request, drained on shutdown). It runs until SIGTERM, SIGINT,
+//! a `/drainz` request, a critical failure or `--run-for <seconds>`; then,
+//! after the optional drain delay, it shuts the broker, the metadata and
+//! the runtime down in that order within the one deadline frozen by the
+//! first request, prints the shutdown report (with its reason) as JSON and
+//! exits non-zero if the report is unhealthy or the service failed.
 //!
 //! ```text
 //! cargo run --example broker_entrypoint -- --run-for 2
+//! ROCKETMQ_HEALTH_BIND_ADDR=127.0.0.1:8080 cargo run --example broker_entrypoint
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -20,25 +26,10 @@ use std::time::Duration;
 
 use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
-    BudgetClass, BudgetLimit, BudgetedQueue, FullPolicy, MetadataDeadline, MetadataIoActor,
-    MetadataIoConfig, RuntimeOperation,
+    BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery, CriticalFailureState,
+    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoConfig, RuntimeError,
+    RuntimeOperation, ServiceLifecycle, ServiceLifecycleState, ShutdownReason, ShutdownRequest,
 };
-
-/// How the run ends.
-#[derive(Debug)]
-enum Stop {
-    Signal(&'static str),
-    RunFor(Duration),
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Stop::Signal(signal) => write!(f, "{signal} received"),
-            Stop::RunFor(duration) => write!(f, "--run-for {duration:?} elapsed"),
-        }
-    }
-}
 
 /// Command-line arguments.
 struct Args {
@@ -80,50 +71,35 @@ fn parse_args() -> Result<Args, String> {
     Ok(parsed)
 }
 
-/// Installs the signal handlers, announces readiness, then waits for the
-/// first of SIGTERM, SIGINT (Ctrl-C) or the `--run-for` timer.
-async fn wait_for_stop(run_for: Option<Duration>) -> std::io::Result<Stop> {
+/// Waits for `--run-for` to elapse (an `Internal` shutdown request) or for
+/// a shutdown request (SIGTERM/SIGINT, `/drainz`, a critical failure).
+async fn wait_for_stop(
+    lifecycle: &ServiceLifecycle,
+    run_for: Option<Duration>,
+) -> Result<ShutdownRequest, RuntimeError> {
+    eprintln!("broker running; Ctrl-C or SIGTERM stops it");
     let run_for_elapsed = async {
         match run_for {
-            Some(duration) => {
-                tokio::time::sleep(duration).await;
-                Stop::RunFor(duration)
-            }
+            Some(duration) => tokio::time::sleep(duration).await,
             None => std::future::pending().await,
         }
     };
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut terminate = signal(SignalKind::terminate())?;
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        eprintln!("broker running; Ctrl-C or SIGTERM stops it");
-        Ok(tokio::select! {
-            stop = run_for_elapsed => stop,
-            _ = terminate.recv() => Stop::Signal("SIGTERM"),
-            _ = interrupt.recv() => Stop::Signal("SIGINT"),
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        let ctrl_c = tokio::signal::ctrl_c();
-        eprintln!("broker running; Ctrl-C stops it");
-        Ok(tokio::select! {
-            stop = run_for_elapsed => stop,
-            result = ctrl_c => { result?; Stop::Signal("Ctrl-C") }
-        })
+    tokio::select! {
+        request = lifecycle.wait_for_shutdown_signal() => request,
+        () = run_for_elapsed => Ok(lifecycle.request_shutdown(ShutdownReason::Internal)),
     }
 }
 
 fn start_broker(
     broker: &ChildServiceContext,
+    metadata: &MetadataIoActor,
+    failures: &CriticalFailureState,
     data_dir: &Path,
-) -> Result<(Arc<AtomicU64>, MetadataIoActor), Box<dyn std::error::Error>> {
+) -> Result<Arc<AtomicU64>, Box<dyn std::error::Error>> {
     // Consumer offsets are metadata: a JSON table persisted durably (temp
     // file, fsync, atomic rename, directory fsync) several times a second
     // through the metadata actor; snapshots queued while a write runs
     // coalesce, so only the newest is written.
-    let metadata = MetadataIoConfig::default().into_plan()?.start(broker)?;
     let offsets_path = data_dir.join("consumer-offsets.json");
     let persisted = metadata.clone();
     let offsets_clock = Arc::new(AtomicU64::new(0));
@@ -210,7 +186,9 @@ fn start_broker(
     let group = worker.task_group().clone();
     let worker_token = group.cancellation_token();
     let handled = Arc::new(AtomicU64::new(0));
-    worker.spawn("request-worker", TaskKind::Worker, async move {
+    // A critical service: a panic, or a return before cancellation, is
+    // recorded and fails the broker (see `main`).
+    worker.task_group().spawn_critical_service("request-worker", failures, async move {
         let mut in_flight: Vec<OperationContext> = Vec::new();
         loop {
             tokio::select! {
@@ -269,7 +247,7 @@ fn start_broker(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })?;
-    Ok((beats, metadata))
+    Ok(beats)
 }
 
 fn main() -> ExitCode {
@@ -278,6 +256,15 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::from(2);
+        }
+    };
+    // Probe address, shutdown timeout, liveness staleness, drain methods
+    // and drain delay come from the `ROCKETMQ_*` environment.
+    let lifecycle = match ServiceLifecycle::from_env("broker") {
+        Ok(lifecycle) => lifecycle,
+        Err(error) => {
+            eprintln!("invalid lifecycle environment: {error}");
+            return ExitCode::from(1);
         }
     };
     let owner = match RuntimeOwner::plan(RuntimeConfig::broker_default()) {
@@ -293,9 +280,42 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let broker = owner.root_context().component("broker");
-    let (beats, metadata) = match start_broker(&broker, &args.data_dir) {
-        Ok(started) => started,
+    let root = owner.root_context();
+    // Probes and the heartbeat run in their own component, shut down last
+    // with the runtime: `/livez` and `/readyz` answer until the very end.
+    let probes = root.component("lifecycle");
+    if let Err(error) = owner.block_on(lifecycle.start(&probes)) {
+        eprintln!("lifecycle start failed: {error}");
+        return ExitCode::from(1);
+    }
+    if let Some(address) = lifecycle.probe_local_addr() {
+        eprintln!("probes listening on http://{address}");
+    }
+    // A panicking critical service, or one that returns before it is
+    // cancelled, fails the service and requests an ordered shutdown.
+    let failures = CriticalFailureState::new();
+    if let Err(error) = lifecycle.spawn_critical_failure_monitor(
+        &probes.task_spawner(),
+        &failures,
+        CriticalFailureRecovery::FailAndRequestShutdown,
+    ) {
+        eprintln!("critical failure monitor not started: {error}");
+        return ExitCode::from(1);
+    }
+    let metadata = match MetadataIoConfig::default()
+        .into_plan()
+        .map_err(Box::<dyn std::error::Error>::from)
+        .and_then(|plan| Ok(plan.start(&root.component("metadata"))?))
+    {
+        Ok(metadata) => metadata,
+        Err(error) => {
+            eprintln!("metadata actor not started: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let broker = root.component("broker");
+    let beats = match start_broker(&broker, &metadata, &failures, &args.data_dir) {
+        Ok(beats) => beats,
         Err(error) => {
             eprintln!(
                 "broker startup failed ({}): {error}",
@@ -304,25 +324,35 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let stop = match owner.block_on(wait_for_stop(args.run_for)) {
-        Ok(stop) => stop,
+    if let Err(error) = lifecycle.mark_ready() {
+        eprintln!("cannot mark the broker ready: {error}");
+    }
+    let request = match owner.block_on(wait_for_stop(&lifecycle, args.run_for)) {
+        Ok(request) => request,
         Err(error) => {
             eprintln!("cannot install signal handlers: {error}; shutting down");
-            Stop::Signal("none (handler installation failed)")
+            lifecycle.request_shutdown(ShutdownReason::Internal)
         }
     };
     eprintln!(
-        "stopping ({stop}) after {} heartbeats",
+        "stopping ({}) after {} heartbeats; readiness revoked",
+        request.reason.as_str(),
         beats.load(Ordering::Relaxed)
     );
+    // Keep serving while load balancers see `/readyz` fail; the delay ends
+    // inside the frozen deadline.
+    owner.block_on(lifecycle.wait_drain_delay());
 
-    let deadline = ShutdownDeadline::after(owner.config().shutdown_timeout);
-    // Drain the metadata first: accepted offset snapshots become durable
-    // within the same deadline.
+    // One deadline, frozen by the first request, for every step: traffic
+    // first (the request worker drains), then the metadata (accepted offset
+    // snapshots become durable), then the runtime with the probes.
+    let deadline = request.deadline;
+    let broker_report = owner.block_on(broker.task_group().shutdown_until(deadline));
     let drained =
         owner.block_on(metadata.shutdown_until(MetadataDeadline::at(deadline.tokio_instant())));
     eprintln!(
-        "metadata: {} unfinished, durable offsets generation {:?}",
+        "broker stopped (healthy: {}); metadata: {} unfinished, durable offsets generation {:?}",
+        broker_report.is_healthy(),
         drained.unfinished.len(),
         metadata
             .snapshot()
@@ -332,17 +362,23 @@ fn main() -> ExitCode {
             .map(|generation| generation.get())
     );
     let report = match owner.shutdown_runtime_blocking_until(deadline) {
-        Ok(report) => report,
+        Ok(report) => report.with_reason(request.reason.as_str()),
         Err(error) => {
             eprintln!("shutdown failed: {error}");
+            lifecycle.mark_failed();
             return ExitCode::from(1);
         }
     };
+    let failed = lifecycle.state() == ServiceLifecycleState::Failed;
+    lifecycle.mark_stopped();
     println!("{}", report.to_json());
-    if report.is_healthy() {
+    if let Some(failure) = failures.pending() {
+        eprintln!("critical failure: {failure:?}");
+    }
+    if report.is_healthy() && !failed {
         ExitCode::SUCCESS
     } else {
-        eprintln!("shutdown report is unhealthy");
+        eprintln!("shutdown report is unhealthy or the service failed");
         ExitCode::from(1)
     }
 }

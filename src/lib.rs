@@ -88,8 +88,8 @@ pub use service_lifecycle::{
     CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
     ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER,
-    DEFAULT_SHUTDOWN_TIMEOUT, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
-    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    DEFAULT_SHUTDOWN_TIMEOUT, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV,
+    HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;

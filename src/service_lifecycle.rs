@@ -34,6 +34,10 @@ pub const SHUTDOWN_TIMEOUT_SECONDS_ENV: &str = "ROCKETMQ_SHUTDOWN_TIMEOUT_SECOND
 pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
 /// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
 pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
+/// Seconds an entrypoint keeps serving after a shutdown request with
+/// readiness revoked (0..=300, default 0); see
+/// [`ServiceLifecycleConfig::drain_delay`].
+pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// The default shutdown timeout.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
 /// The default age after which missing progress makes a service not live.
@@ -181,6 +185,10 @@ pub struct ServiceLifecycleConfig {
     pub liveness_stale_after: Duration,
     /// Methods `/drainz` accepts.
     pub drain_request_methods: DrainRequestMethods,
+    /// How long an entrypoint keeps serving (with readiness already
+    /// revoked) after a shutdown request before it cancels work; always
+    /// inside the frozen deadline (default 0).
+    pub drain_delay: Duration,
 }
 
 impl ServiceLifecycleConfig {
@@ -192,6 +200,7 @@ impl ServiceLifecycleConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             liveness_stale_after: DEFAULT_LIVENESS_STALE_AFTER,
             drain_request_methods: DrainRequestMethods::PostOnly,
+            drain_delay: Duration::ZERO,
         }
     }
 
@@ -221,6 +230,9 @@ impl ServiceLifecycleConfig {
         }
         if let Some(value) = lookup(LIVENESS_STALE_SECONDS_ENV) {
             config.liveness_stale_after = seconds_in(&value, 2..=300)?;
+        }
+        if let Some(value) = lookup(DRAIN_DELAY_SECONDS_ENV) {
+            config.drain_delay = seconds_in(&value, 0..=300)?;
         }
         if let Some(value) = lookup(HEALTH_DRAIN_METHODS_ENV) {
             config.drain_request_methods = DrainRequestMethods::parse(&value).ok_or_else(|| {
@@ -278,6 +290,9 @@ struct LifecycleState {
     maintenance: bool,
     dependencies: DependencyReadiness,
     shutdown: Option<ShutdownRequest>,
+    /// When the first shutdown request was made: the drain delay counts
+    /// from here.
+    shutdown_requested_at: Option<Instant>,
     progress: Instant,
 }
 
@@ -338,6 +353,7 @@ impl ServiceLifecycle {
                     maintenance: false,
                     dependencies: DependencyReadiness::Ready,
                     shutdown: None,
+                    shutdown_requested_at: None,
                     progress: Instant::now(),
                 }),
                 observer: OnceLock::new(),
@@ -569,6 +585,7 @@ impl ServiceLifecycle {
     pub fn request_shutdown(&self, reason: ShutdownReason) -> ShutdownRequest {
         let mut request = None;
         let _ = self.transition(|state| {
+            state.shutdown_requested_at.get_or_insert_with(Instant::now);
             let frozen = *state.shutdown.get_or_insert(ShutdownRequest {
                 reason,
                 deadline: ShutdownDeadline::after(self.inner.config.shutdown_timeout),
@@ -607,6 +624,32 @@ impl ServiceLifecycle {
             }
             requested.await;
         }
+    }
+
+    /// Waits for the first shutdown request, then for the configured
+    /// [`drain_delay`](ServiceLifecycleConfig::drain_delay) counted from
+    /// that request: readiness already reports not ready (the state is
+    /// `Draining`) while the service keeps serving, so load balancers stop
+    /// routing before work is cancelled. Ends no later than the request's
+    /// frozen deadline, so the delay never extends a shutdown. Returns the
+    /// request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting has no side effects.
+    pub async fn wait_drain_delay(&self) -> ShutdownRequest {
+        let request = self.wait_for_shutdown().await;
+        let requested_at = self
+            .inner
+            .state
+            .lock()
+            .shutdown_requested_at
+            .unwrap_or_else(Instant::now);
+        let delay_end =
+            crate::shutdown_deadline::saturating_add(requested_at, self.inner.config.drain_delay);
+        let end = ShutdownDeadline::from_tokio(delay_end).earliest(request.deadline);
+        tokio::time::sleep_until(end.tokio_instant()).await;
+        request
     }
 
     #[cfg(not(loom))]

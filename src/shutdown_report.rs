@@ -140,9 +140,21 @@ pub struct ShutdownReport {
     pub blocking_tasks: Vec<BlockingTaskSnapshot>,
     /// Notes explaining the evidence.
     pub annotations: Vec<ShutdownAnnotation>,
+    /// Why the shutdown happened (`signal`, `pre_stop`, `internal`, ...),
+    /// when the entrypoint recorded it with
+    /// [`with_reason`](Self::with_reason). Omitted from JSON when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl ShutdownReport {
+    /// Records why the shutdown happened.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
     /// Most task snapshots kept in `remaining_tasks`.
     pub const REMAINING_TASKS_LIMIT: usize = 64;
 
@@ -164,6 +176,7 @@ impl ShutdownReport {
             remaining_tasks_omitted: 0,
             blocking_tasks: Vec::new(),
             annotations: Vec::new(),
+            reason: None,
         }
     }
 
@@ -285,6 +298,7 @@ impl ShutdownReport {
             remaining_tasks_omitted: self.remaining_tasks_omitted,
             blocking_tasks: self.blocking_tasks.clone(),
             annotations: self.annotations.clone(),
+            reason: self.reason.clone(),
         }
     }
 }

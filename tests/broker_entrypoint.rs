@@ -1,7 +1,9 @@
 //! The README's main job: `cargo run --example broker_entrypoint` exits 0 with
-//! a healthy JSON report, after `--run-for` and after SIGTERM.
+//! a healthy JSON report carrying its shutdown reason, after `--run-for`,
+//! after SIGTERM and after a `/drainz` request to its probe server.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -35,32 +37,45 @@ fn finish(mut child: Child) -> (bool, String) {
         .expect("hang guard: the entrypoint did not exit")
 }
 
-fn assert_healthy_report(stdout: &str) {
+/// The named child of a report node.
+fn child(node: &serde_json::Value, name: &str) -> serde_json::Value {
+    node["children"]
+        .as_array()
+        .and_then(|children| children.iter().find(|child| child["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} component in {node}"))
+        .clone()
+}
+
+fn assert_healthy_report(stdout: &str, reason: &str) {
     let report: serde_json::Value =
         serde_json::from_str(stdout).expect("stdout is the JSON report");
     assert_eq!(report["name"], "rocketmq-broker");
+    assert_eq!(report["reason"], reason, "{report}");
     assert_eq!(report["timed_out"], 0);
     assert_eq!(report["leaked"], 0);
-    let broker = &report["children"][0];
-    assert_eq!(broker["name"], "broker");
+    assert_eq!(report["panicked"], 0);
+    let lifecycle = child(&report, "lifecycle");
+    assert_eq!(
+        lifecycle["aborted"], 0,
+        "probes and heartbeat stopped: {lifecycle}"
+    );
+    let metadata = child(&report, "metadata");
+    assert_eq!(
+        metadata["aborted"], 0,
+        "the metadata coordinator drained: {metadata}"
+    );
+    let broker = child(&report, "broker");
     assert_eq!(
         broker["cancelled"], 1,
         "the request source was dropped at cancellation"
     );
-    let child = |name: &str| {
-        broker["children"]
-            .as_array()
-            .and_then(|children| children.iter().find(|child| child["name"] == name))
-            .unwrap_or_else(|| panic!("no {name} component in {broker}"))
-            .clone()
-    };
-    let maintenance = child("maintenance");
+    let maintenance = child(&broker, "maintenance");
     assert!(
         maintenance["completed"].as_u64() >= Some(2),
         "both schedule drivers ended at cancellation: {maintenance}"
     );
     assert_eq!(maintenance["aborted"], 0);
-    let worker = child("request-worker");
+    let worker = child(&broker, "request-worker");
     assert!(
         worker["completed"].as_u64() >= Some(1),
         "the request worker drained and returned: {worker}"
@@ -78,7 +93,7 @@ fn run_for_exits_zero_with_a_healthy_report() {
         .expect("spawn example");
     let (success, stdout) = finish(child);
     assert!(success, "{stdout}");
-    assert_healthy_report(&stdout);
+    assert_healthy_report(&stdout, "internal");
 }
 
 #[test]
@@ -120,5 +135,134 @@ fn sigterm_exits_zero_with_a_healthy_report() {
     assert!(sent.success());
     let (success, stdout) = finish(child);
     assert!(success, "{stdout}");
-    assert_healthy_report(&stdout);
+    assert_healthy_report(&stdout, "signal");
+}
+
+/// Starts the example with a probe server on an ephemeral port; returns the
+/// child, the address it reported once it was marked ready, and its later
+/// stderr lines.
+fn start_with_probes(extra_env: &[(&str, &str)]) -> (Child, SocketAddr, mpsc::Receiver<String>) {
+    let mut command = Command::new(example_binary());
+    command
+        .env("ROCKETMQ_HEALTH_BIND_ADDR", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("spawn example");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (address_tx, address_rx) = mpsc::channel();
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut address = None;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(listening) = line.strip_prefix("probes listening on http://") {
+                address = listening.parse::<SocketAddr>().ok();
+            }
+            // The broker reports running after `mark_ready`.
+            if line.contains("broker running") {
+                let _ = address_tx.send(address);
+            }
+            let _ = lines_tx.send(line);
+        }
+    });
+    let address = address_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("hang guard: broker never reported running")
+        .expect("the probe address was reported before running");
+    (child, address, lines_rx)
+}
+
+/// One HTTP/1.1 request; returns the status code and the whole response.
+fn http(address: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).expect("connect to the probe server");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("hang guard");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .expect("send request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("read the whole response");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    (status, response)
+}
+
+#[test]
+fn drain_request_revokes_readiness_and_exits_zero_with_reason_pre_stop() {
+    // A 2 s drain delay keeps the probes serving after the drain request,
+    // so the revoked readiness is observable before the process exits.
+    let (child, address, _lines) = start_with_probes(&[("ROCKETMQ_DRAIN_DELAY_SECONDS", "2")]);
+    assert_eq!(http(address, "GET", "/readyz").0, 200);
+    assert_eq!(http(address, "GET", "/livez").0, 200);
+    assert_eq!(http(address, "GET", "/startupz").0, 200);
+    let (refused, response) = http(address, "GET", "/drainz");
+    assert_eq!(refused, 405, "GET /drainz is refused by default");
+    assert!(response.contains("Allow: POST"), "{response}");
+    assert_eq!(http(address, "POST", "/drainz").0, 200);
+    assert_eq!(
+        http(address, "GET", "/readyz").0,
+        503,
+        "readiness is revoked as soon as the drain is requested"
+    );
+    assert_eq!(
+        http(address, "GET", "/livez").0,
+        200,
+        "still live while draining"
+    );
+    let (success, stdout) = finish(child);
+    assert!(success, "{stdout}");
+    assert_healthy_report(&stdout, "pre_stop");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_with_probes_revokes_readiness_and_exits_zero_with_reason_signal() {
+    let (child, address, lines) = start_with_probes(&[("ROCKETMQ_DRAIN_DELAY_SECONDS", "2")]);
+    assert_eq!(http(address, "GET", "/readyz").0, 200);
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill(1) available");
+    assert!(sent.success());
+    // The broker reports `stopping (signal)` after the request is made and
+    // before its 2 s drain delay: the probes still answer, not ready.
+    let stopping = lines
+        .iter()
+        .find(|line| line.starts_with("stopping"))
+        .expect("the broker reports stopping");
+    assert!(stopping.starts_with("stopping (signal)"), "{stopping}");
+    assert_eq!(
+        http(address, "GET", "/readyz").0,
+        503,
+        "SIGTERM revokes readiness before the process exits"
+    );
+    let (success, stdout) = finish(child);
+    assert!(success, "{stdout}");
+    assert_healthy_report(&stdout, "signal");
+}
+
+#[test]
+fn invalid_drain_methods_are_a_configuration_error() {
+    let output = Command::new(example_binary())
+        .env("ROCKETMQ_HEALTH_DRAIN_METHODS", "DELETE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run example");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("drain-methods") || stderr.contains("DRAIN_METHODS"),
+        "the error names the variable: {stderr}"
+    );
 }

@@ -114,6 +114,35 @@ async fn the_first_shutdown_request_freezes_the_deadline_and_the_reason() {
     );
 }
 
+/// The drain delay counts from the first request, keeps readiness revoked
+/// while it runs, and ends at the frozen deadline when it is longer.
+#[tokio::test(start_paused = true)]
+async fn the_drain_delay_counts_from_the_first_request_inside_the_deadline() {
+    let mut config = ServiceLifecycleConfig::new("broker");
+    config.shutdown_timeout = Duration::from_secs(10);
+    config.drain_delay = Duration::from_secs(3);
+    let lifecycle = ServiceLifecycle::new(config.clone());
+    lifecycle.mark_ready().expect("ready");
+    let requested_at = Instant::now();
+    let request = lifecycle.request_shutdown(ShutdownReason::PreStop);
+    assert!(
+        !lifecycle.is_ready(),
+        "readiness is revoked during the delay"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A later request does not restart the delay.
+    lifecycle.request_shutdown(ShutdownReason::Signal);
+    assert_eq!(lifecycle.wait_drain_delay().await, request);
+    assert_eq!(Instant::now(), requested_at + Duration::from_secs(3));
+
+    // A delay longer than the shutdown timeout ends at the deadline.
+    config.drain_delay = Duration::from_secs(60);
+    let capped = ServiceLifecycle::new(config);
+    let request = capped.request_shutdown(ShutdownReason::Internal);
+    assert_eq!(capped.wait_drain_delay().await, request);
+    assert_eq!(Instant::now(), request.deadline.tokio_instant());
+}
+
 fn lifecycle_failed() -> (ServiceLifecycle, Arc<Recorder>) {
     let (lifecycle, recorder) = lifecycle();
     lifecycle.mark_failed();

@@ -114,6 +114,20 @@ fn json_uses_millisecond_fields_and_keeps_annotations() {
     assert!(json.contains('\n'));
 }
 
+/// The reason is evidence only when recorded: absent from JSON until
+/// `with_reason`, and it never affects health.
+#[test]
+fn the_shutdown_reason_is_serialized_only_when_recorded() {
+    let plain: serde_json::Value =
+        serde_json::from_str(&report("root").to_json()).expect("valid JSON");
+    assert!(plain.get("reason").is_none());
+    let reasoned = report("root").with_reason("pre_stop");
+    assert!(reasoned.is_healthy());
+    let value: serde_json::Value = serde_json::from_str(&reasoned.to_json()).expect("valid JSON");
+    assert_eq!(value["reason"], "pre_stop");
+    assert_eq!(reasoned.clone().reason.as_deref(), Some("pre_stop"));
+}
+
 #[test]
 fn clone_copies_the_whole_tree() {
     let mut child = report("child");

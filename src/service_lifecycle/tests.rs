@@ -21,6 +21,25 @@ fn defaults_without_variables() {
     assert_eq!(config.shutdown_timeout, Duration::from_secs(45));
     assert_eq!(config.liveness_stale_after, Duration::from_secs(30));
     assert_eq!(config.drain_request_methods, DrainRequestMethods::PostOnly);
+    assert_eq!(config.drain_delay, Duration::ZERO);
+}
+
+#[test]
+fn drain_delay_is_parsed_and_bounded() {
+    let config = parse(&[(DRAIN_DELAY_SECONDS_ENV, "3")]).expect("valid");
+    assert_eq!(config.drain_delay, Duration::from_secs(3));
+    assert_eq!(
+        parse(&[(DRAIN_DELAY_SECONDS_ENV, "301")])
+            .expect_err("out of range")
+            .operation(),
+        RuntimeOperation::ServiceLifecycleDurationRange
+    );
+    assert_eq!(
+        parse(&[(DRAIN_DELAY_SECONDS_ENV, "-1")])
+            .expect_err("not a number")
+            .operation(),
+        RuntimeOperation::ServiceLifecycleDuration
+    );
 }
 
 #[test]

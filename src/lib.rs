@@ -50,6 +50,7 @@ mod service_context;
 mod service_lifecycle;
 mod shutdown_deadline;
 mod shutdown_report;
+pub mod task;
 mod task_group;
 mod task_spawner;
 
@@ -93,6 +94,7 @@ pub use service_lifecycle::{
 };
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;
+pub use task::{ServiceManager, ServiceTask, ServiceTaskContext, ServiceTaskState};
 pub use task_group::*;
 pub use task_spawner::TaskSpawner;
 

@@ -1,0 +1,533 @@
+//! [`ServiceManager`] and [`ServiceTask`]: a wakeup-driven service loop run
+//! as a service task of an owned group, with deadline-bounded shutdown.
+//!
+//! State ownership: the manager's [`ServiceTaskState`] and the generation of
+//! its current run live in one atomic word (`state.rs`); every transition is
+//! a compare-and-swap naming its run, so a run replaced by a newer `start`
+//! cannot overwrite the newer state. The current run (its group, task and
+//! context) sits behind one lock that only `start`, `shutdown` and the
+//! wake/stop requests take, never across an `.await`.
+
+mod state;
+#[cfg(all(test, loom))]
+mod tests;
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::loom::{Arc, AtomicBool, Mutex, Ordering};
+use crate::{ShutdownDeadline, ShutdownReport, TaskGroup, TaskId};
+
+pub use state::ServiceTaskState;
+use state::StateWord;
+
+/// Name of the child component each run's task lives in.
+const COMPONENT: &str = "rocketmq.service-manager";
+
+/// Shutdown deadline when neither the call nor the parent group gives one.
+const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an interrupting shutdown may wait past its deadline to confirm
+/// that the aborted loop was destroyed.
+const ABORT_CONFIRMATION: Duration = Duration::from_secs(1);
+
+/// A service loop: `run` repeats its work until
+/// [`ServiceTaskContext::is_stopped`], parking in
+/// [`ServiceTaskContext::wait_for_running`] between rounds.
+///
+/// ```
+/// use std::time::Duration;
+/// use rocketmq_runtime::task::{ServiceTask, ServiceTaskContext};
+///
+/// struct FlushService;
+///
+/// impl ServiceTask for FlushService {
+///     fn get_service_name(&self) -> String {
+///         "flush-service".to_owned()
+///     }
+///
+///     async fn run(&self, context: &ServiceTaskContext) {
+///         while !context.is_stopped() {
+///             context.wait_for_running(Duration::from_millis(500)).await;
+///             // flush what was committed since the last round
+///         }
+///     }
+/// }
+/// ```
+pub trait ServiceTask: Sync + Send {
+    /// The service's name; its task is named after it.
+    fn get_service_name(&self) -> String;
+
+    /// The service loop; it should return soon after
+    /// [`ServiceTaskContext::is_stopped`] turns true.
+    fn run(&self, context: &ServiceTaskContext) -> impl Future<Output = ()> + Send;
+
+    /// Called at the end of every
+    /// [`wait_for_running`](ServiceTaskContext::wait_for_running) of a run
+    /// started by a [`ServiceManager`] (default: nothing).
+    fn on_wait_end(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
+type WaitEndHook = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The run a context belongs to.
+struct RunLink {
+    state: Arc<StateWord>,
+    generation: u64,
+    cancelled: CancellationToken,
+    on_wait_end: WaitEndHook,
+}
+
+struct ContextInner {
+    stopped: AtomicBool,
+    notified: AtomicBool,
+    wake: Notify,
+    run: Option<RunLink>,
+}
+
+/// What a [`ServiceTask`]'s loop sees: its stop request and its wakeups.
+///
+/// A context made by a [`ServiceManager`] is also stopped when its group is
+/// cancelled or when a newer run replaced this one.
+pub struct ServiceTaskContext {
+    inner: Arc<ContextInner>,
+}
+
+impl Default for ServiceTaskContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ServiceTaskContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceTaskContext")
+            .field("stopped", &self.is_stopped())
+            .field(
+                "wakeup_pending",
+                &self.inner.notified.load(Ordering::Acquire),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceTaskContext {
+    /// A standalone context (not stopped, no pending wakeup).
+    pub fn new() -> Self {
+        Self::with_run(None)
+    }
+
+    fn with_run(run: Option<RunLink>) -> Self {
+        Self {
+            inner: Arc::new(ContextInner {
+                stopped: AtomicBool::new(false),
+                notified: AtomicBool::new(false),
+                wake: Notify::new(),
+                run,
+            }),
+        }
+    }
+
+    fn share(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// Whether the loop should return: a stop was requested, the run's
+    /// group was cancelled, or a newer run replaced this one.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stopped.load(Ordering::Acquire)
+            || self.inner.run.as_ref().is_some_and(|run| {
+                run.cancelled.is_cancelled() || run.state.is_stopped(run.generation)
+            })
+    }
+
+    /// Parks the loop for up to `interval`: returns at once if a wakeup is
+    /// pending (consuming it), otherwise at the first of a
+    /// [`wakeup`](Self::wakeup), a stop request, the group's cancellation
+    /// or `interval`. Then runs the task's
+    /// [`on_wait_end`](ServiceTask::on_wait_end). Always returns true.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe while parked: dropping the future consumes no wakeup.
+    /// Dropped during `on_wait_end`, the wakeup it returned for is consumed
+    /// and the hook is cut short.
+    pub async fn wait_for_running(&self, interval: Duration) -> bool {
+        let inner = &self.inner;
+        let woken = inner.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if !inner.notified.swap(false, Ordering::AcqRel) && !self.is_stopped() {
+            let cancelled = async {
+                match &inner.run {
+                    Some(run) => run.cancelled.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep(interval) => {}
+                () = cancelled => {}
+            }
+            inner.notified.store(false, Ordering::Release);
+        }
+        if let Some(run) = &inner.run {
+            (run.on_wait_end)().await;
+        }
+        true
+    }
+
+    /// Wakes a parked [`wait_for_running`](Self::wait_for_running), or makes
+    /// the next one return at once.
+    pub fn wakeup(&self) {
+        self.inner.notified.store(true, Ordering::Release);
+        self.inner.wake.notify_waiters();
+    }
+
+    /// Requests the loop to stop and wakes it.
+    fn stop(&self) {
+        self.inner.stopped.store(true, Ordering::Release);
+        self.wakeup();
+    }
+}
+
+/// The current run: its component, task and context.
+struct Run {
+    generation: u64,
+    group: TaskGroup,
+    task: TaskId,
+    context: ServiceTaskContext,
+}
+
+/// Runs a [`ServiceTask`] as a service task of a child component
+/// (`rocketmq.service-manager`) of the group it was given.
+///
+/// `start` runs the loop (again after a stop), `make_stop` / `wakeup` steer
+/// it, and the `shutdown` family stops it within a deadline: the earliest
+/// of the requested one and the deadline installed on the parent group,
+/// 30 s only when neither exists. Dropping the manager leaves a running
+/// loop to its group: the group's cancellation stops it.
+///
+/// ```
+/// use std::time::Duration;
+/// use rocketmq_runtime::prelude::*;
+/// use rocketmq_runtime::task::{ServiceManager, ServiceTask, ServiceTaskContext, ServiceTaskState};
+///
+/// struct Ticker;
+///
+/// impl ServiceTask for Ticker {
+///     fn get_service_name(&self) -> String {
+///         "ticker".to_owned()
+///     }
+///
+///     async fn run(&self, context: &ServiceTaskContext) {
+///         while !context.is_stopped() {
+///             context.wait_for_running(Duration::from_secs(1)).await;
+///         }
+///     }
+/// }
+///
+/// let owner = RuntimeOwner::new().unwrap();
+/// let broker = owner.root_context().component("broker");
+/// let manager = ServiceManager::new_with_task_group(Ticker, broker.task_group().clone());
+/// owner.block_on(async {
+///     manager.start().await.unwrap();
+///     assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Running);
+///     manager.shutdown().await.unwrap();
+/// });
+/// assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+/// assert!(manager.last_task_group_shutdown_report().unwrap().is_healthy());
+/// # owner.shutdown_runtime_blocking().unwrap();
+/// ```
+pub struct ServiceManager<T: ServiceTask + 'static> {
+    task: Arc<T>,
+    parent: TaskGroup,
+    state: Arc<StateWord>,
+    run: Mutex<Option<Run>>,
+    last_report: Mutex<Option<ShutdownReport>>,
+}
+
+impl<T: ServiceTask + 'static> fmt::Debug for ServiceManager<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceManager")
+            .field("service", &self.task.get_service_name())
+            .field("state", &self.get_lifecycle_state())
+            .field("parent", &self.parent.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: ServiceTask + 'static> AsRef<T> for ServiceManager<T> {
+    fn as_ref(&self) -> &T {
+        &self.task
+    }
+}
+
+impl<T: ServiceTask + 'static> ServiceManager<T> {
+    /// A manager of `task` whose runs live under `group`.
+    pub fn new_with_task_group(task: T, group: TaskGroup) -> Self {
+        Self::new_arc_with_task_group(Arc::new(task), group)
+    }
+
+    /// As [`new_with_task_group`](Self::new_with_task_group), sharing `task`.
+    pub fn new_arc_with_task_group(task: Arc<T>, group: TaskGroup) -> Self {
+        Self {
+            task,
+            parent: group,
+            state: Arc::new(StateWord::new()),
+            run: Mutex::new(None),
+            last_report: Mutex::new(None),
+        }
+    }
+
+    /// The current state.
+    pub fn get_lifecycle_state(&self) -> ServiceTaskState {
+        self.state.load().0
+    }
+
+    /// The report of the `rocketmq.service-manager` group of the last
+    /// stopped run.
+    pub fn last_task_group_shutdown_report(&self) -> Option<ShutdownReport> {
+        self.last_report.lock().clone()
+    }
+
+    /// Starts a run: from `NotStarted` or `Stopped` only (any other state
+    /// logs a warning and returns `Ok`). The loop runs as a service task
+    /// named after the service, inside a new child component
+    /// `rocketmq.service-manager` of the parent group. When the loop
+    /// returns on its own the state becomes `Stopped`.
+    ///
+    /// # Errors
+    ///
+    /// `RuntimeError::within(SpawnServiceTask, cause)`, keeping the cause's
+    /// kind (`Closed`, `Poisoned`), when the parent refuses the component or
+    /// the component refuses the task; the state is restored.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the start happens synchronously on the first poll.
+    pub async fn start(&self) -> RuntimeResult<()> {
+        self.start_now()
+    }
+
+    fn start_now(&self) -> RuntimeResult<()> {
+        let mut current = self.run.lock();
+        let (previous, _) = self.state.load();
+        let generation = match self.state.begin_start() {
+            Ok(generation) => generation,
+            Err(state) => {
+                tracing::warn!(
+                    service = %self.task.get_service_name(),
+                    state = state.as_str(),
+                    "service start ignored: the service is not stopped"
+                );
+                return Ok(());
+            }
+        };
+        // A loop that returned on its own left an empty component: close it
+        // and keep its report as the last one.
+        if let Some(ended) = current.take() {
+            *self.last_report.lock() = Some(ended.group.shutdown_now());
+        }
+        let restore = |cause: RuntimeError| {
+            self.state
+                .transition(generation, ServiceTaskState::Starting, previous);
+            Err(RuntimeError::within(
+                RuntimeOperation::SpawnServiceTask,
+                cause,
+            ))
+        };
+        let group = match self.parent.try_child(COMPONENT) {
+            Ok(group) => group,
+            Err(cause) => return restore(cause),
+        };
+        let hook_task = Arc::clone(&self.task);
+        let context = ServiceTaskContext::with_run(Some(RunLink {
+            state: Arc::clone(&self.state),
+            generation,
+            cancelled: group.cancellation_token(),
+            on_wait_end: Arc::new(move || {
+                let task = Arc::clone(&hook_task);
+                Box::pin(async move { task.on_wait_end().await })
+            }),
+        }));
+        let task = Arc::clone(&self.task);
+        let loop_context = context.share();
+        let state = Arc::clone(&self.state);
+        let spawned = group.spawn_service(self.task.get_service_name(), async move {
+            task.run(&loop_context).await;
+            // Returned on its own: this run is over unless a shutdown
+            // (`Stopping`) or a newer run owns the word.
+            let _ = state.transition(
+                generation,
+                ServiceTaskState::Running,
+                ServiceTaskState::Stopped,
+            ) || state.transition(
+                generation,
+                ServiceTaskState::Starting,
+                ServiceTaskState::Stopped,
+            );
+        });
+        let task = match spawned {
+            Ok(task) => task,
+            Err(cause) => {
+                let _ = group.shutdown_now();
+                return restore(cause);
+            }
+        };
+        *current = Some(Run {
+            generation,
+            group,
+            task,
+            context,
+        });
+        // Fails only if the loop already returned (the state is `Stopped`).
+        let _ = self.state.transition(
+            generation,
+            ServiceTaskState::Starting,
+            ServiceTaskState::Running,
+        );
+        Ok(())
+    }
+
+    /// Asks the loop to stop without waiting: its context reports stopped
+    /// and a parked wait returns.
+    pub fn make_stop(&self) {
+        if let Some(run) = self.run.lock().as_ref() {
+            run.context.stop();
+        }
+    }
+
+    /// Wakes the loop's [`wait_for_running`](ServiceTaskContext::wait_for_running).
+    pub fn wakeup(&self) {
+        if let Some(run) = self.run.lock().as_ref() {
+            run.context.wakeup();
+        }
+    }
+
+    /// [`shutdown_with_interrupt`](Self::shutdown_with_interrupt)`(false)`.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` is kept for compatibility.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown_with_interrupt_until`](Self::shutdown_with_interrupt_until).
+    pub async fn shutdown(&self) -> RuntimeResult<()> {
+        self.shutdown_inner(false, None).await
+    }
+
+    /// Stops the loop within the parent group's installed deadline, or
+    /// 30 s when there is none.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` is kept for compatibility.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown_with_interrupt_until`](Self::shutdown_with_interrupt_until).
+    pub async fn shutdown_with_interrupt(&self, interrupt: bool) -> RuntimeResult<()> {
+        self.shutdown_inner(interrupt, None).await
+    }
+
+    /// [`shutdown_with_interrupt_until`](Self::shutdown_with_interrupt_until)`(false, deadline)`.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` is kept for compatibility.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown_with_interrupt_until`](Self::shutdown_with_interrupt_until).
+    pub async fn shutdown_until(&self, deadline: ShutdownDeadline) -> RuntimeResult<()> {
+        self.shutdown_inner(false, Some(deadline)).await
+    }
+
+    /// Stops the current run by the earliest of `deadline` and the parent
+    /// group's installed deadline.
+    ///
+    /// Without `interrupt`, the loop is asked to stop and awaited until the
+    /// deadline, then its component shuts down within what is left (an
+    /// unfinished loop is aborted at the deadline). With `interrupt`, the
+    /// loop is aborted at once and its destruction awaited for the time
+    /// left, or up to 1 s when less than a second is left: the only wait
+    /// past the deadline. The component's report becomes
+    /// [`last_task_group_shutdown_report`](Self::last_task_group_shutdown_report)
+    /// and the state `Stopped`. Nothing running: returns at once; a
+    /// shutdown already in progress elsewhere is not awaited.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` is kept for compatibility.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the stop request and abort happen on the first
+    /// poll; dropping the future afterwards leaves the state `Stopping` and
+    /// the component to its parent's shutdown.
+    pub async fn shutdown_with_interrupt_until(
+        &self,
+        interrupt: bool,
+        deadline: ShutdownDeadline,
+    ) -> RuntimeResult<()> {
+        self.shutdown_inner(interrupt, Some(deadline)).await
+    }
+
+    async fn shutdown_inner(
+        &self,
+        interrupt: bool,
+        requested: Option<ShutdownDeadline>,
+    ) -> RuntimeResult<()> {
+        let installed = self.parent.shutdown_deadline();
+        let deadline = match (requested, installed) {
+            (Some(requested), Some(installed)) => requested.earliest(installed),
+            (Some(deadline), None) | (None, Some(deadline)) => deadline,
+            (None, None) => ShutdownDeadline::after(DEFAULT_SHUTDOWN_TIMEOUT),
+        };
+        let (stopping, run) = {
+            let mut current = self.run.lock();
+            (self.state.begin_stop(), current.take())
+        };
+        let Some(run) = run else {
+            return Ok(());
+        };
+        if stopping != Some(run.generation) {
+            // The loop returned on its own: only its empty component is left.
+            let report = run.group.shutdown_until(deadline).await;
+            *self.last_report.lock() = Some(report);
+            return Ok(());
+        }
+        run.context.stop();
+        let report = if interrupt {
+            run.group.abort_task(run.task);
+            let confirm = deadline.remaining().max(ABORT_CONFIRMATION);
+            run.group
+                .wait_task_until(run.task, ShutdownDeadline::after(confirm))
+                .await;
+            run.group.shutdown(Duration::ZERO).await
+        } else if run.group.wait_task_until(run.task, deadline).await {
+            run.group.shutdown_until(deadline).await
+        } else {
+            run.group.shutdown(Duration::ZERO).await
+        };
+        *self.last_report.lock() = Some(report);
+        self.state.transition(
+            run.generation,
+            ServiceTaskState::Stopping,
+            ServiceTaskState::Stopped,
+        );
+        Ok(())
+    }
+}

@@ -362,7 +362,9 @@ fn main() -> ExitCode {
             .map(|generation| generation.get())
     );
     let report = match owner.shutdown_runtime_blocking_until(deadline) {
-        Ok(report) => report.with_reason(request.reason.as_str()),
+        // The lifecycle recorded the first request's reason in the tree:
+        // the report carries it as `reason`.
+        Ok(report) => report,
         Err(error) => {
             eprintln!("shutdown failed: {error}");
             lifecycle.mark_failed();

@@ -293,6 +293,9 @@ struct LifecycleState {
     /// When the first shutdown request was made: the drain delay counts
     /// from here.
     shutdown_requested_at: Option<Instant>,
+    /// The first request's label for the owner's report: the reason's
+    /// label, or `critical_failure` when a critical failure requested it.
+    shutdown_label: Option<&'static str>,
     progress: Instant,
 }
 
@@ -305,6 +308,9 @@ struct LifecycleInner {
     #[cfg_attr(loom, allow(dead_code))]
     started: AtomicBool,
     probe_addr: Mutex<Option<SocketAddr>>,
+    /// The task tree `start` ran under: the first request's label is
+    /// recorded there, so the tree owner's shutdown report carries it.
+    owner_tree: OnceLock<Arc<crate::task_group::TreeShared>>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -354,12 +360,14 @@ impl ServiceLifecycle {
                     dependencies: DependencyReadiness::Ready,
                     shutdown: None,
                     shutdown_requested_at: None,
+                    shutdown_label: None,
                     progress: Instant::now(),
                 }),
                 observer: OnceLock::new(),
                 shutdown_requested: Notify::new(),
                 started: AtomicBool::new(false),
                 probe_addr: Mutex::new(None),
+                owner_tree: OnceLock::new(),
             }),
         }
     }
@@ -437,6 +445,8 @@ impl ServiceLifecycle {
     async fn start_component(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
         let component = context.try_component("service-lifecycle")?;
         let group = component.task_group().clone();
+        let _ = self.inner.owner_tree.set(Arc::clone(group.tree()));
+        self.record_shutdown_label();
         let listener = match self.inner.config.probe_bind_addr {
             Some(address) => match tokio::net::TcpListener::bind(address).await {
                 Ok(listener) => Some(listener),
@@ -582,10 +592,23 @@ impl ServiceLifecycle {
     /// Requests a shutdown. The first request freezes
     /// `now + shutdown_timeout` and its reason; later requests return the
     /// same request. Moves to `Draining` unless `Failed` or `Stopped`.
+    ///
+    /// Once [`start`](Self::start) ran, the first request's reason is also
+    /// recorded as the `reason` of the owner's shutdown report
+    /// (`critical_failure` when a critical failure requested it).
     pub fn request_shutdown(&self, reason: ShutdownReason) -> ShutdownRequest {
+        self.request_shutdown_labelled(reason, reason.as_str())
+    }
+
+    fn request_shutdown_labelled(
+        &self,
+        reason: ShutdownReason,
+        label: &'static str,
+    ) -> ShutdownRequest {
         let mut request = None;
         let _ = self.transition(|state| {
             state.shutdown_requested_at.get_or_insert_with(Instant::now);
+            state.shutdown_label.get_or_insert(label);
             let frozen = *state.shutdown.get_or_insert(ShutdownRequest {
                 reason,
                 deadline: ShutdownDeadline::after(self.inner.config.shutdown_timeout),
@@ -597,11 +620,23 @@ impl ServiceLifecycle {
             )
             .then_some(ServiceLifecycleState::Draining))
         });
+        self.record_shutdown_label();
         self.inner.shutdown_requested.notify_waiters();
         request.unwrap_or(ShutdownRequest {
             reason,
             deadline: ShutdownDeadline::after(self.inner.config.shutdown_timeout),
         })
+    }
+
+    /// Copies the first request's label into the owner's tree (after a
+    /// request and after `start`; whichever comes second records it).
+    fn record_shutdown_label(&self) {
+        let Some(tree) = self.inner.owner_tree.get() else {
+            return;
+        };
+        if let Some(label) = self.inner.state.lock().shutdown_label {
+            tree.record_shutdown_reason(label);
+        }
     }
 
     /// The first shutdown request, if any.
@@ -712,7 +747,7 @@ impl ServiceLifecycle {
             CriticalFailureRecovery::FailService => self.mark_failed(),
             CriticalFailureRecovery::FailAndRequestShutdown => {
                 self.mark_failed();
-                self.request_shutdown(ShutdownReason::Internal);
+                self.request_shutdown_labelled(ShutdownReason::Internal, "critical_failure");
             }
         }
     }

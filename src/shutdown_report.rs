@@ -140,9 +140,12 @@ pub struct ShutdownReport {
     pub blocking_tasks: Vec<BlockingTaskSnapshot>,
     /// Notes explaining the evidence.
     pub annotations: Vec<ShutdownAnnotation>,
-    /// Why the shutdown happened (`signal`, `pre_stop`, `internal`, ...),
-    /// when the entrypoint recorded it with
-    /// [`with_reason`](Self::with_reason). Omitted from JSON when unset.
+    /// Why the shutdown happened (`signal`, `pre_stop`, `internal`,
+    /// `critical_failure`): set on the tree owner's report from the first
+    /// shutdown request of a started
+    /// [`ServiceLifecycle`](crate::ServiceLifecycle), or with
+    /// [`with_reason`](Self::with_reason). Omitted from JSON when unset;
+    /// never affects health.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

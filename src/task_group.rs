@@ -54,6 +54,9 @@ pub(crate) struct TreeShared {
     /// Blocking tables whose running closures count in the tree owner's
     /// shutdown report (the managed lanes and every isolated executor).
     blocking: Mutex<Vec<Weak<BlockingTable>>>,
+    /// Why the service owning this tree stopped (first recorded wins);
+    /// copied into the tree owner's shutdown report.
+    shutdown_reason: OnceLock<&'static str>,
 }
 
 impl TreeShared {
@@ -64,7 +67,24 @@ impl TreeShared {
             closed_component_requests: AtomicU64::new(0),
             closed_component_logged: AtomicBool::new(false),
             blocking: Mutex::new(Vec::new()),
+            shutdown_reason: OnceLock::new(),
         })
+    }
+
+    /// Records why the service stopped; the first reason stays.
+    pub(crate) fn record_shutdown_reason(&self, reason: &'static str) {
+        let _ = self.shutdown_reason.set(reason);
+    }
+
+    /// Sets the recorded reason on the tree owner's `report` unless the
+    /// report already has one.
+    pub(crate) fn merge_shutdown_reason(&self, report: &mut ShutdownReport) {
+        if report.reason.is_none() {
+            report.reason = self
+                .shutdown_reason
+                .get()
+                .map(|reason| (*reason).to_owned());
+        }
     }
 
     pub(crate) fn handle(&self) -> &Handle {
@@ -327,6 +347,12 @@ impl TaskGroup {
     /// [`shutdown`](Self::shutdown) for that.
     pub fn cancel(&self) {
         self.inner.token.cancel();
+    }
+
+    /// The state shared by the whole tree of this group.
+    #[cfg_attr(loom, allow(dead_code))] // used by `ServiceLifecycle::start`
+    pub(crate) fn tree(&self) -> &Arc<TreeShared> {
+        &self.inner.tree
     }
 
     /// The earliest shutdown deadline installed on this group or an ancestor.

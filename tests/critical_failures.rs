@@ -61,6 +61,72 @@ async fn a_panicking_critical_service_under_each_recovery() {
     }
 }
 
+/// The first request's reason reaches the tree owner's report once the
+/// lifecycle was started under that tree: `critical_failure` for a critical
+/// failure, the request's label otherwise (also when it came before
+/// `start`), nothing without a request; child reports carry none.
+#[tokio::test(start_paused = true)]
+async fn the_shutdown_reason_reaches_the_owner_report() {
+    let root_reason = |report: &rocketmq_runtime::ShutdownReport| {
+        assert!(
+            report.children.iter().all(|child| child.reason.is_none()),
+            "only the tree owner's report carries the reason"
+        );
+        report.reason.clone()
+    };
+
+    // A critical failure under FailAndRequestShutdown.
+    let tree = harness("critical-reason");
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    lifecycle
+        .start(&tree.service_context("lifecycle"))
+        .await
+        .expect("started");
+    lifecycle.mark_ready().expect("ready");
+    let failures = CriticalFailureState::new();
+    lifecycle
+        .spawn_critical_failure_monitor(
+            &tree.service_context("monitors").task_spawner(),
+            &failures,
+            CriticalFailureRecovery::FailAndRequestShutdown,
+        )
+        .expect("monitor");
+    tree.service_context("broker")
+        .task_group()
+        .spawn_critical_service("replicator", &failures, async {
+            panic!("replication broke")
+        })
+        .expect("spawned");
+    let request = guard("requested", lifecycle.wait_for_shutdown()).await;
+    assert_eq!(request.reason, ShutdownReason::Internal);
+    // A later request changes nothing.
+    lifecycle.request_shutdown(ShutdownReason::Signal);
+    let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
+    assert_eq!(root_reason(&report).as_deref(), Some("critical_failure"));
+
+    // A drain request made before `start` is recorded when it starts.
+    let tree = harness("pre-stop-reason");
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    lifecycle.request_shutdown(ShutdownReason::PreStop);
+    lifecycle
+        .start(&tree.service_context("lifecycle"))
+        .await
+        .expect("started");
+    let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
+    assert_eq!(root_reason(&report).as_deref(), Some("pre_stop"));
+
+    // No request: no reason.
+    let tree = harness("no-reason");
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    lifecycle
+        .start(&tree.service_context("lifecycle"))
+        .await
+        .expect("started");
+    let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
+    assert_eq!(root_reason(&report), None);
+    assert!(!report.to_json().contains("\"reason\""));
+}
+
 /// With the notification channel full, the failure is still handled
 /// exactly once; later failures count but never replace the pending one.
 #[tokio::test(start_paused = true)]

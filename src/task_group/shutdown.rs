@@ -264,6 +264,7 @@ fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
             // managed lanes and every isolated executor of the tree.
             if root.parent.is_none() {
                 root.tree.merge_blocking(&mut report);
+                root.tree.merge_shutdown_reason(&mut report);
             }
             report
         })

@@ -128,14 +128,20 @@ fn sigterm_exits_zero_with_a_healthy_report() {
     ready_rx
         .recv_timeout(Duration::from_secs(60))
         .expect("hang guard: broker never reported running");
+    terminate(&child);
+    let (success, stdout) = finish(child);
+    assert!(success, "{stdout}");
+    assert_healthy_report(&stdout, "signal");
+}
+
+/// Sends SIGTERM to the example.
+#[cfg(unix)]
+fn terminate(child: &Child) {
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill(1) available");
     assert!(sent.success());
-    let (success, stdout) = finish(child);
-    assert!(success, "{stdout}");
-    assert_healthy_report(&stdout, "signal");
 }
 
 /// Starts the example with a probe server on an ephemeral port; returns the
@@ -229,11 +235,7 @@ fn drain_request_revokes_readiness_and_exits_zero_with_reason_pre_stop() {
 fn sigterm_with_probes_revokes_readiness_and_exits_zero_with_reason_signal() {
     let (child, address, lines) = start_with_probes(&[("ROCKETMQ_DRAIN_DELAY_SECONDS", "2")]);
     assert_eq!(http(address, "GET", "/readyz").0, 200);
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill(1) available");
-    assert!(sent.success());
+    terminate(&child);
     // The broker reports `stopping (signal)` after the request is made and
     // before its 2 s drain delay: the probes still answer, not ready.
     let stopping = lines

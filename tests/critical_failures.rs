@@ -61,6 +61,23 @@ async fn a_panicking_critical_service_under_each_recovery() {
     }
 }
 
+/// A lifecycle started under a fresh harness tree, after `early_request`.
+async fn started_lifecycle(
+    name: &'static str,
+    early_request: Option<ShutdownReason>,
+) -> (rocketmq_runtime::RuntimeContext, ServiceLifecycle) {
+    let tree = harness(name);
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    if let Some(reason) = early_request {
+        lifecycle.request_shutdown(reason);
+    }
+    lifecycle
+        .start(&tree.service_context("lifecycle"))
+        .await
+        .expect("started");
+    (tree, lifecycle)
+}
+
 /// The first request's reason reaches the tree owner's report once the
 /// lifecycle was started under that tree: `critical_failure` for a critical
 /// failure, the request's label otherwise (also when it came before
@@ -76,12 +93,7 @@ async fn the_shutdown_reason_reaches_the_owner_report() {
     };
 
     // A critical failure under FailAndRequestShutdown.
-    let tree = harness("critical-reason");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
-    lifecycle
-        .start(&tree.service_context("lifecycle"))
-        .await
-        .expect("started");
+    let (tree, lifecycle) = started_lifecycle("critical-reason", None).await;
     lifecycle.mark_ready().expect("ready");
     let failures = CriticalFailureState::new();
     lifecycle
@@ -105,23 +117,13 @@ async fn the_shutdown_reason_reaches_the_owner_report() {
     assert_eq!(root_reason(&report).as_deref(), Some("critical_failure"));
 
     // A drain request made before `start` is recorded when it starts.
-    let tree = harness("pre-stop-reason");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
-    lifecycle.request_shutdown(ShutdownReason::PreStop);
-    lifecycle
-        .start(&tree.service_context("lifecycle"))
-        .await
-        .expect("started");
+    let (tree, _lifecycle) =
+        started_lifecycle("pre-stop-reason", Some(ShutdownReason::PreStop)).await;
     let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
     assert_eq!(root_reason(&report).as_deref(), Some("pre_stop"));
 
     // No request: no reason.
-    let tree = harness("no-reason");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
-    lifecycle
-        .start(&tree.service_context("lifecycle"))
-        .await
-        .expect("started");
+    let (tree, _lifecycle) = started_lifecycle("no-reason", None).await;
     let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
     assert_eq!(root_reason(&report), None);
     assert!(!report.to_json().contains("\"reason\""));

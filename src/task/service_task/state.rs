@@ -86,23 +86,40 @@ impl StateWord {
     /// `NotStarted`/`Stopped` → `Starting` with the next generation;
     /// `Err(current state)` from any other state.
     pub(crate) fn begin_start(&self) -> Result<u64, ServiceTaskState> {
+        self.update(|state, generation| {
+            matches!(
+                state,
+                ServiceTaskState::NotStarted | ServiceTaskState::Stopped
+            )
+            .then(|| {
+                (
+                    ServiceTaskState::Starting,
+                    generation.wrapping_add(1) & (u64::MAX >> STATE_BITS),
+                )
+            })
+        })
+        .map_err(|(state, _)| state)
+    }
+
+    /// Applies `next` to the current word until its compare-and-swap
+    /// succeeds: the new generation, or the refused (state, generation).
+    fn update(
+        &self,
+        next: impl Fn(ServiceTaskState, u64) -> Option<(ServiceTaskState, u64)>,
+    ) -> Result<u64, (ServiceTaskState, u64)> {
         let mut word = self.0.load(Ordering::Acquire);
         loop {
             let (state, generation) = unpack(word);
-            if !matches!(
-                state,
-                ServiceTaskState::NotStarted | ServiceTaskState::Stopped
-            ) {
-                return Err(state);
-            }
-            let next = generation.wrapping_add(1) & (u64::MAX >> STATE_BITS);
+            let Some((to, to_generation)) = next(state, generation) else {
+                return Err((state, generation));
+            };
             match self.0.compare_exchange_weak(
                 word,
-                pack(ServiceTaskState::Starting, next),
+                pack(to, to_generation),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(next),
+                Ok(_) => return Ok(to_generation),
                 Err(actual) => word = actual,
             }
         }
@@ -130,25 +147,14 @@ impl StateWord {
     /// `Starting`/`Running` of the current run → `Stopping`; the run's
     /// generation, or `None` when nothing is starting or running.
     pub(crate) fn begin_stop(&self) -> Option<u64> {
-        let mut word = self.0.load(Ordering::Acquire);
-        loop {
-            let (state, generation) = unpack(word);
-            if !matches!(
+        self.update(|state, generation| {
+            matches!(
                 state,
                 ServiceTaskState::Starting | ServiceTaskState::Running
-            ) {
-                return None;
-            }
-            match self.0.compare_exchange_weak(
-                word,
-                pack(ServiceTaskState::Stopping, generation),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(generation),
-                Err(actual) => word = actual,
-            }
-        }
+            )
+            .then_some((ServiceTaskState::Stopping, generation))
+        })
+        .ok()
     }
 
     /// Whether the run `generation` is over: stopping, stopped or replaced.

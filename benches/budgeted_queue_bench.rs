@@ -343,10 +343,12 @@ fn mpsc_coalesce() -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    let leaf = chain(4);
-    c.bench_function("permit/4/acquire_release", |b| {
-        b.iter(|| drop(black_box(leaf.try_acquire_data(64).expect("room"))));
-    });
+    for depth in [1, 4] {
+        let leaf = chain(depth);
+        c.bench_function(&format!("permit/{depth}/acquire_release"), |b| {
+            b.iter(|| drop(black_box(leaf.try_acquire_data(64).expect("room"))));
+        });
+    }
     let queue = queue_over(FullPolicy::Reject, SLOTS);
     c.bench_function("queue_push_pop", |b| {
         b.iter(|| {

@@ -9,6 +9,7 @@ mod queue;
 mod tests;
 mod tree;
 mod types;
+mod usage;
 
 pub use dynamic::{
     DynamicBudgetKey, DynamicKeyAdmissionRejection, DynamicKeyRegistrationFailure,

@@ -153,6 +153,9 @@ struct QueueInner<T> {
     budget: ResourceBudget,
     state: Mutex<QueueState<T>>,
     readers: Notify,
+    /// Consumers parked (or about to park) in `recv`: a push notifies only
+    /// when one watches.
+    readers_waiting: AtomicUsize,
     waiters: AtomicUsize,
     throttled: AtomicU64,
     rejected: AtomicU64,
@@ -209,6 +212,7 @@ impl<T> BudgetedQueue<T> {
                     closed: false,
                 }),
                 readers: Notify::new(),
+                readers_waiting: AtomicUsize::new(0),
                 waiters: AtomicUsize::new(0),
                 throttled: AtomicU64::new(0),
                 rejected: AtomicU64::new(0),
@@ -256,7 +260,7 @@ impl<T> BudgetedQueue<T> {
             Ok(permit) => {
                 self.enqueue(&mut state, item, permit);
                 drop(state);
-                inner.readers.notify_one();
+                self.wake_reader();
                 if dropped > 0 {
                     QueuePushOutcome::DroppedStale { dropped }
                 } else {
@@ -277,7 +281,7 @@ impl<T> BudgetedQueue<T> {
                             Ok(permit) => {
                                 self.enqueue(&mut state, item, permit);
                                 drop(state);
-                                inner.readers.notify_one();
+                                self.wake_reader();
                                 QueuePushOutcome::Coalesced { replaced }
                             }
                             Err(rejection) => {
@@ -325,14 +329,21 @@ impl<T> BudgetedQueue<T> {
         if self.policy() != FullPolicy::WaitUntilDeadline {
             return self.try_push(item, retained_bytes, class);
         }
+        // Fast path: no watcher registration while capacity is free.
+        let mut item = match self.try_push(item, retained_bytes, class) {
+            QueuePushOutcome::Rejected {
+                item,
+                rejection: QueuePushRejection::BudgetExhausted(rejection),
+            } if self.may_wait_for(&rejection, retained_bytes, class) => item,
+            outcome => return outcome,
+        };
         let inner = &*self.inner;
         let tree = &inner.budget.node.tree;
         let _waiting = Watch::new(&inner.waiters);
-        let mut item = item;
         let mut waited = false;
         loop {
-            // Watch and enable before trying, so a release between a failed
-            // try and the wait is not missed.
+            // Watch and enable before trying again, so a release between a
+            // failed try and the wait is not missed.
             let _watch = Watch::new(&tree.release_watchers);
             let released = tree.released.notified();
             tokio::pin!(released);
@@ -341,11 +352,7 @@ impl<T> BudgetedQueue<T> {
                 QueuePushOutcome::Rejected {
                     item: returned,
                     rejection: QueuePushRejection::BudgetExhausted(rejection),
-                } if rejection
-                    .dimension()
-                    .is_some_and(|d| d != BudgetDimension::Rate)
-                    && inner.budget.node.could_fit(retained_bytes, class) =>
-                {
+                } if self.may_wait_for(&rejection, retained_bytes, class) => {
                     item = returned;
                 }
                 outcome => return outcome,
@@ -363,6 +370,15 @@ impl<T> BudgetedQueue<T> {
                 }
             }
         }
+    }
+
+    /// Whether a refused push may wait: count or bytes exhausted (not a
+    /// rate, not a closed budget) and the item can ever fit.
+    fn may_wait_for(&self, rejection: &BudgetRejection, bytes: usize, class: BudgetClass) -> bool {
+        rejection
+            .dimension()
+            .is_some_and(|dimension| dimension != BudgetDimension::Rate)
+            && self.inner.budget.node.could_fit(bytes, class)
     }
 
     /// Pops the oldest item; its permit is released here.
@@ -402,6 +418,11 @@ impl<T> BudgetedQueue<T> {
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv_budgeted(&self) -> Option<BudgetedItem<T>> {
+        // Fast path: no notification registration while items are queued.
+        if let Some(item) = self.try_pop_budgeted() {
+            return Some(item);
+        }
+        let _watch = Watch::new(&self.inner.readers_waiting);
         loop {
             let readable = self.inner.readers.notified();
             tokio::pin!(readable);
@@ -437,6 +458,13 @@ impl<T> BudgetedQueue<T> {
     pub fn close(&self) {
         self.inner.state.lock().closed = true;
         self.wake_all();
+    }
+
+    /// Wakes one parked consumer, if any watches.
+    fn wake_reader(&self) {
+        if self.inner.readers_waiting.load(Ordering::SeqCst) > 0 {
+            self.inner.readers.notify_one();
+        }
     }
 
     fn wake_all(&self) {

@@ -25,6 +25,7 @@ use crate::resource_budget::types::{
     BudgetClass, BudgetDimension, BudgetLimit, BudgetRejection, BudgetRejectionReason,
     BudgetSnapshot, MonotonicClock, PermitRebindOutcome, SystemMonotonicClock,
 };
+use crate::resource_budget::usage::Usage;
 
 static NEXT_TREE_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 
@@ -70,10 +71,10 @@ pub(crate) struct Node {
     pub(crate) parent: Option<Arc<Node>>,
     pub(crate) tree: Arc<TreeState>,
     depth: usize,
-    count: AtomicUsize,
-    bytes: AtomicUsize,
-    data_count: AtomicUsize,
-    data_bytes: AtomicUsize,
+    /// Count and bytes held at this level.
+    usage: Usage,
+    /// The data-class share, only where a control reserve exists.
+    data_usage: Option<Usage>,
     rate: Option<Mutex<TokenBucket>>,
     pub(crate) gate: Option<Gate>,
     admitted: StatCounter,
@@ -88,23 +89,8 @@ impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
             .field("path", &self.path)
-            .field("count", &self.count.load(Ordering::Relaxed))
-            .field("bytes", &self.bytes.load(Ordering::Relaxed))
+            .field("usage", &self.usage.load())
             .finish_non_exhaustive()
-    }
-}
-
-/// Raises `counter` by `amount` unless that passes `limit`.
-fn bounded_add(counter: &AtomicUsize, amount: usize, limit: usize) -> bool {
-    let mut current = counter.load(Ordering::Relaxed);
-    loop {
-        let Some(next) = current.checked_add(amount).filter(|next| *next <= limit) else {
-            return false;
-        };
-        match counter.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return true,
-            Err(seen) => current = seen,
-        }
     }
 }
 
@@ -131,10 +117,15 @@ impl Node {
             parent,
             tree,
             depth,
-            count: AtomicUsize::new(0),
-            bytes: AtomicUsize::new(0),
-            data_count: AtomicUsize::new(0),
-            data_bytes: AtomicUsize::new(0),
+            usage: Usage::new(limit.capacity.count, limit.capacity.bytes),
+            data_usage: (limit.control_reserve.count > 0 || limit.control_reserve.bytes > 0).then(
+                || {
+                    Usage::new(
+                        limit.capacity.count - limit.control_reserve.count,
+                        limit.capacity.bytes - limit.control_reserve.bytes,
+                    )
+                },
+            ),
             rate,
             gate,
             admitted: StatCounter::new(0),
@@ -146,12 +137,18 @@ impl Node {
         }
     }
 
-    fn has_data_reserve(&self) -> bool {
-        self.limit.control_reserve.count > 0 || self.limit.control_reserve.bytes > 0
+    /// The data-class share to charge for `class`, if this level keeps one.
+    #[inline]
+    fn data_share(&self, class: BudgetClass) -> Option<&Usage> {
+        match class {
+            BudgetClass::Data => self.data_usage.as_ref(),
+            BudgetClass::Control => None,
+        }
     }
 
     /// Reserves one count and `bytes` at this level (and a rate token if
     /// `rate`); on failure nothing stays reserved here.
+    #[inline]
     fn reserve_level(
         &self,
         count: usize,
@@ -160,32 +157,26 @@ impl Node {
         rate: bool,
     ) -> Result<(), BudgetDimension> {
         let capacity = &self.limit.capacity;
-        if !bounded_add(&self.count, count, capacity.count) {
-            return Err(BudgetDimension::Count);
-        }
-        if !bounded_add(&self.bytes, bytes, capacity.bytes) {
-            self.count.fetch_sub(count, Ordering::AcqRel);
-            return Err(BudgetDimension::Bytes);
-        }
-        let data = class == BudgetClass::Data && self.has_data_reserve();
-        if data {
+        self.usage
+            .try_add(count, bytes, capacity.count, capacity.bytes)?;
+        let data = self.data_share(class);
+        if let Some(data) = data {
             let reserve = &self.limit.control_reserve;
-            if !bounded_add(&self.data_count, count, capacity.count - reserve.count) {
-                self.unreserve_totals(count, bytes);
-                return Err(BudgetDimension::Count);
-            }
-            if !bounded_add(&self.data_bytes, bytes, capacity.bytes - reserve.bytes) {
-                self.data_count.fetch_sub(count, Ordering::AcqRel);
-                self.unreserve_totals(count, bytes);
-                return Err(BudgetDimension::Bytes);
+            if let Err(dimension) = data.try_add(
+                count,
+                bytes,
+                capacity.count - reserve.count,
+                capacity.bytes - reserve.bytes,
+            ) {
+                self.usage.sub(count, bytes);
+                return Err(dimension);
             }
         }
-        if rate && !self.take_token(class) {
-            if data {
-                self.data_count.fetch_sub(count, Ordering::AcqRel);
-                self.data_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        if rate && self.rate.is_some() && !self.take_token(class) {
+            if let Some(data) = data {
+                data.sub(count, bytes);
             }
-            self.unreserve_totals(count, bytes);
+            self.usage.sub(count, bytes);
             self.throttled.fetch_add(1, Ordering::Relaxed);
             return Err(BudgetDimension::Rate);
         }
@@ -195,18 +186,13 @@ impl Node {
         Ok(())
     }
 
-    fn unreserve_totals(&self, count: usize, bytes: usize) {
-        self.count.fetch_sub(count, Ordering::AcqRel);
-        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
-    }
-
     /// Releases what `reserve_level` took (no rate token comes back).
+    #[inline]
     fn release_level(&self, count: usize, bytes: usize, class: BudgetClass) {
-        if class == BudgetClass::Data && self.has_data_reserve() {
-            self.data_count.fetch_sub(count, Ordering::AcqRel);
-            self.data_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        if let Some(data) = self.data_share(class) {
+            data.sub(count, bytes);
         }
-        self.unreserve_totals(count, bytes);
+        self.usage.sub(count, bytes);
     }
 
     fn take_token(&self, class: BudgetClass) -> bool {
@@ -322,11 +308,11 @@ impl Node {
     }
 
     pub(crate) fn current_count(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        self.usage.load().0
     }
 
     pub(crate) fn current_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Acquire)
+        self.usage.load().1
     }
 
     pub(crate) fn snapshot(&self) -> BudgetSnapshot {
@@ -659,9 +645,8 @@ impl ResourcePermit {
         }
         let mut next = Some(&*self.node);
         while let Some(node) = next {
-            if node.has_data_reserve() {
-                node.data_count.fetch_sub(1, Ordering::AcqRel);
-                node.data_bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+            if let Some(data) = &node.data_usage {
+                data.sub(1, self.bytes);
             }
             next = node.parent.as_deref();
         }

@@ -17,11 +17,26 @@ fn assert_within(budget: &ResourceBudget) {
     );
 }
 
+/// Both level representations: small limits pack count and bytes into one
+/// word; an unbounded root count (like the process budget) keeps them in
+/// two atomics, reserved count first with a rollback.
 #[test]
 fn loom_competing_acquirers_and_a_release_never_exceed_a_level() {
-    loom::model(|| {
-        let tree = ResourceBudgetTree::new("process", BudgetLimit::new(3, 100, FullPolicy::Reject))
-            .expect("valid");
+    competing_acquirers(3);
+}
+
+#[test]
+fn loom_competing_acquirers_with_an_unpacked_root() {
+    competing_acquirers(usize::MAX);
+}
+
+fn competing_acquirers(root_count: usize) {
+    loom::model(move || {
+        let tree = ResourceBudgetTree::new(
+            "process",
+            BudgetLimit::new(root_count, 100, FullPolicy::Reject),
+        )
+        .expect("valid");
         let root = tree.root();
         let child = root
             .child("queue", BudgetLimit::new(3, 50, FullPolicy::Reject))

@@ -349,6 +349,14 @@ fn bench(c: &mut Criterion) {
             b.iter(|| drop(black_box(leaf.try_acquire_data(64).expect("room"))));
         });
     }
+    let waiting = queue_over(FullPolicy::WaitUntilDeadline, SLOTS);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    c.bench_function("wait_release", |b| {
+        b.iter(|| budgeted_wait_release(&rt, &waiting));
+    });
     let queue = queue_over(FullPolicy::Reject, SLOTS);
     c.bench_function("queue_push_pop", |b| {
         b.iter(|| {

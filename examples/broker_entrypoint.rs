@@ -50,12 +50,9 @@ fn parse_args() -> Result<Args, String> {
                 let seconds: f64 = value
                     .parse()
                     .map_err(|_| format!("--run-for: `{value}` is not a number of seconds"))?;
-                if !seconds.is_finite() || seconds < 0.0 {
-                    return Err(format!(
-                        "--run-for: `{value}` must be a non-negative number"
-                    ));
-                }
-                parsed.run_for = Some(Duration::from_secs_f64(seconds));
+                parsed.run_for = Some(Duration::try_from_secs_f64(seconds).map_err(|_| {
+                    format!("--run-for: `{value}` must be a non-negative, representable number of seconds")
+                })?);
             }
             "--data-dir" => {
                 parsed.data_dir = PathBuf::from(args.next().ok_or("--data-dir needs a path")?);
@@ -212,10 +209,14 @@ fn start_broker(
                 },
             }
         }
-        // Drain: finish what was accepted within a grace period, abort the rest.
+        // Drain: finish what was accepted within a grace period, abort the
+        // rest; both bounds stay inside the broker's frozen deadline.
+        let frozen = group
+            .shutdown_deadline()
+            .unwrap_or_else(|| ShutdownDeadline::after(Duration::from_secs(2)));
         let policy = OperationWaitPolicy::new(
-            ShutdownDeadline::after(Duration::from_secs(1)),
-            ShutdownDeadline::after(Duration::from_secs(2)),
+            ShutdownDeadline::after(Duration::from_secs(1)).earliest(frozen),
+            ShutdownDeadline::after(Duration::from_secs(2)).earliest(frozen),
         );
         let mut drained = 0;
         for operation in &in_flight {

@@ -35,8 +35,8 @@ pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
 /// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
 pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
 /// Seconds an entrypoint keeps serving after a shutdown request with
-/// readiness revoked (0..=300, default 0); see
-/// [`ServiceLifecycleConfig::drain_delay`].
+/// readiness revoked (0..=300 and below the shutdown timeout, default 0);
+/// see [`ServiceLifecycleConfig::drain_delay`].
 pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// The default shutdown timeout.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
@@ -186,8 +186,11 @@ pub struct ServiceLifecycleConfig {
     /// Methods `/drainz` accepts.
     pub drain_request_methods: DrainRequestMethods,
     /// How long an entrypoint keeps serving (with readiness already
-    /// revoked) after a shutdown request before it cancels work; always
-    /// inside the frozen deadline (default 0).
+    /// revoked) after a shutdown request before it cancels work (default
+    /// 0). [`ServiceLifecycle::wait_drain_delay`] ends it at the frozen
+    /// deadline at the latest; `from_env` refuses a delay that is not
+    /// shorter than `shutdown_timeout`, since it would leave the shutdown
+    /// no time.
     pub drain_delay: Duration,
 }
 
@@ -238,6 +241,13 @@ impl ServiceLifecycleConfig {
             config.drain_request_methods = DrainRequestMethods::parse(&value).ok_or_else(|| {
                 RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDrainMethods)
             })?;
+        }
+        // The delay runs inside the frozen deadline: it must leave time for
+        // the shutdown itself.
+        if config.drain_delay >= config.shutdown_timeout {
+            return Err(RuntimeError::configuration(
+                RuntimeOperation::ServiceLifecycleDurationRange,
+            ));
         }
         Ok(config)
     }

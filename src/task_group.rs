@@ -138,6 +138,9 @@ pub(crate) struct GroupInner {
     local: OnceLock<Arc<LocalSettlement>>,
     local_settled: Notify,
     report: OnceLock<ShutdownReport>,
+    /// The tree owner's root group (not a detached closed component, which
+    /// has no parent either): its report carries the tree-wide evidence.
+    tree_root: bool,
 }
 
 impl fmt::Debug for GroupInner {
@@ -179,6 +182,7 @@ impl GroupInner {
             local: OnceLock::new(),
             local_settled: Notify::new(),
             report: OnceLock::new(),
+            tree_root: false,
         }
     }
 
@@ -297,15 +301,17 @@ impl TaskGroup {
     /// Creates the root group of a new ownership tree on `handle`.
     pub(crate) fn new_root(name: impl Into<Arc<str>>, handle: Handle) -> Self {
         let tree = TreeShared::new(handle);
+        let mut root = GroupInner::new(
+            name.into(),
+            None,
+            tree,
+            CancellationToken::new(),
+            OPEN,
+            None,
+        );
+        root.tree_root = true;
         Self {
-            inner: Arc::new(GroupInner::new(
-                name.into(),
-                None,
-                tree,
-                CancellationToken::new(),
-                OPEN,
-                None,
-            )),
+            inner: Arc::new(root),
         }
     }
 

@@ -98,13 +98,15 @@ fn run_for_exits_zero_with_a_healthy_report() {
 
 #[test]
 fn invalid_arguments_exit_with_usage_error() {
-    let status = Command::new(example_binary())
-        .args(["--run-for", "soon"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run example");
-    assert_eq!(status.code(), Some(2));
+    for value in ["soon", "-1", "1e20", "NaN"] {
+        let status = Command::new(example_binary())
+            .args(["--run-for", value])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run example");
+        assert_eq!(status.code(), Some(2), "--run-for {value}");
+    }
 }
 
 #[cfg(unix)]

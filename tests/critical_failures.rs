@@ -115,6 +115,10 @@ async fn the_shutdown_reason_reaches_the_owner_report() {
     lifecycle.request_shutdown(ShutdownReason::Signal);
     let report = tree.shutdown_tasks(Duration::from_secs(1)).await;
     assert_eq!(root_reason(&report).as_deref(), Some("critical_failure"));
+    // A component requested after the shutdown is a detached closed group:
+    // it has no parent but is not the tree owner, so no reason.
+    let late = tree.service_context("late");
+    assert_eq!(late.task_group().shutdown_now().reason, None);
 
     // A drain request made before `start` is recorded when it starts.
     let (tree, _lifecycle) =

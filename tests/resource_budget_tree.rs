@@ -424,6 +424,17 @@ async fn wait_until_deadline_admits_when_capacity_frees_and_returns_the_item_at_
     let outcome = guard("producer", producer).await.expect("joins");
     assert!(matches!(outcome, QueuePushOutcome::Enqueued));
     assert_eq!(queue.try_pop(), Some(3));
+    // Each waiting push counts once, by its final outcome: the one that
+    // reached its deadline is refused, the admitted one is not.
+    let snapshot = queue.snapshot();
+    assert_eq!(
+        (
+            snapshot.rejected_count,
+            snapshot.wait_count,
+            snapshot.deadline_exceeded_count
+        ),
+        (1, 2, 1)
+    );
     // An item that can never fit is refused at once.
     match queue
         .push_until(
@@ -466,6 +477,29 @@ impl MonotonicClock for ManualClock {
     fn now(&self) -> Duration {
         *self.0.lock().expect("unpoisoned")
     }
+}
+
+/// Promotion gives the data permit's rate token back: with a stopped
+/// clock and a burst of one, a second acquisition fits only after it.
+#[test]
+fn promote_to_control_restores_a_data_rate_token() {
+    let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
+    let tree = ResourceBudgetTree::with_clock(
+        "process",
+        limit(10, 1_000).with_rate(RateLimit::new(1, 1)),
+        clock,
+    )
+    .expect("valid");
+    let root = tree.root();
+    let mut permit = root.try_acquire_data(10).expect("the one token");
+    let throttled = root.try_acquire_data(10).expect_err("no token left");
+    assert_eq!(throttled.dimension(), Some(BudgetDimension::Rate));
+    permit.promote_to_control();
+    assert_eq!(permit.class(), BudgetClass::Control);
+    assert_eq!(root.snapshot().current_count, 1, "totals unchanged");
+    let second = root.try_acquire_data(10).expect("the token came back");
+    drop((permit, second));
+    assert_eq!(root.snapshot().current_count, 0);
 }
 
 #[test]

@@ -260,6 +260,65 @@ async fn a_refused_start_restores_the_state() {
     assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::NotStarted);
 }
 
+/// A loop that panics.
+struct Panicking;
+
+impl ServiceTask for Panicking {
+    fn get_service_name(&self) -> String {
+        "panicking".to_owned()
+    }
+
+    async fn run(&self, _context: &ServiceTaskContext) {
+        panic!("the loop broke");
+    }
+}
+
+/// A panicking loop ends its run (`Stopped`), so the manager can start it
+/// again; a refused restart leaves it `Stopped`, not `Running`.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_loop_ends_its_run() {
+    let parent = manager_group("sm-panic");
+    let manager = ServiceManager::new_with_task_group(Panicking, parent.clone());
+    manager.start().await.expect("starts");
+    settle_loop().await;
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+    manager.start().await.expect("restarts after the panic");
+    settle_loop().await;
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+    let report = manager
+        .last_task_group_shutdown_report()
+        .expect("first run");
+    assert_eq!(report.panicked, 1, "{}", report.to_json());
+    let _ = parent.shutdown(Duration::from_secs(1)).await;
+    let error = manager.start().await.expect_err("the parent is closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+}
+
+/// Dropping a shutdown future midway still completes the stop: the state
+/// becomes `Stopped` and the report records the loop it aborted.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_shutdown_still_stops_the_run() {
+    let manager = ServiceManager::new_with_task_group(Stubborn, manager_group("sm-dropped"));
+    manager.start().await.expect("starts");
+    settle_loop().await;
+    let cut_short = tokio::time::timeout(
+        Duration::from_secs(1),
+        manager.shutdown_until(ShutdownDeadline::after(Duration::from_secs(60))),
+    )
+    .await;
+    assert!(cut_short.is_err(), "the stubborn loop outlives the timeout");
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+    let report = manager.last_task_group_shutdown_report().expect("report");
+    assert!(!report.is_healthy(), "{}", report.to_json());
+    manager.start().await.expect("startable again");
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Running);
+    manager
+        .shutdown_with_interrupt(true)
+        .await
+        .expect("interrupted");
+}
+
 /// Shared tasks: `new_arc_with_task_group` and `AsRef` see the same task.
 #[tokio::test(start_paused = true)]
 async fn a_shared_task_is_the_same_task() {

@@ -242,6 +242,19 @@ impl<T> BudgetedQueue<T> {
         retained_bytes: usize,
         class: BudgetClass,
     ) -> QueuePushOutcome<T> {
+        self.counted(self.push_once(item, retained_bytes, class))
+    }
+
+    /// Counts a refused push once (in `rejected_count`).
+    fn counted(&self, outcome: QueuePushOutcome<T>) -> QueuePushOutcome<T> {
+        if !outcome.is_accepted() {
+            self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
+    }
+
+    /// One push attempt; a refusal is not counted here.
+    fn push_once(&self, item: T, retained_bytes: usize, class: BudgetClass) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
         let mut state = inner.state.lock();
         if state.closed {
@@ -329,13 +342,14 @@ impl<T> BudgetedQueue<T> {
         if self.policy() != FullPolicy::WaitUntilDeadline {
             return self.try_push(item, retained_bytes, class);
         }
-        // Fast path: no watcher registration while capacity is free.
-        let mut item = match self.try_push(item, retained_bytes, class) {
+        // Fast path: no watcher registration while capacity is free. Only
+        // the final outcome of the whole wait counts as a refusal.
+        let mut item = match self.push_once(item, retained_bytes, class) {
             QueuePushOutcome::Rejected {
                 item,
                 rejection: QueuePushRejection::BudgetExhausted(rejection),
             } if self.may_wait_for(&rejection, retained_bytes, class) => item,
-            outcome => return outcome,
+            outcome => return self.counted(outcome),
         };
         let inner = &*self.inner;
         let tree = &inner.budget.node.tree;
@@ -348,14 +362,14 @@ impl<T> BudgetedQueue<T> {
             let released = tree.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            match self.try_push(item, retained_bytes, class) {
+            match self.push_once(item, retained_bytes, class) {
                 QueuePushOutcome::Rejected {
                     item: returned,
                     rejection: QueuePushRejection::BudgetExhausted(rejection),
                 } if self.may_wait_for(&rejection, retained_bytes, class) => {
                     item = returned;
                 }
-                outcome => return outcome,
+                outcome => return self.counted(outcome),
             }
             if !waited {
                 waited = true;
@@ -366,7 +380,7 @@ impl<T> BudgetedQueue<T> {
                 () = &mut released => {}
                 () = tokio::time::sleep_until(deadline) => {
                     inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
-                    return self.reject(item, QueuePushRejection::DeadlineExceeded);
+                    return self.counted(self.reject(item, QueuePushRejection::DeadlineExceeded));
                 }
             }
         }
@@ -524,7 +538,6 @@ impl<T> BudgetedQueue<T> {
     }
 
     fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {
-        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
         QueuePushOutcome::Rejected { item, rejection }
     }
 

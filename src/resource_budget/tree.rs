@@ -217,6 +217,15 @@ impl Node {
         }
     }
 
+    /// Gives one rate token back (capped at the burst), at rated levels.
+    fn restore_token(&self) {
+        let (Some(bucket), Some(rate)) = (&self.rate, self.limit.capacity.rate) else {
+            return;
+        };
+        let mut bucket = bucket.lock();
+        bucket.tokens = (bucket.tokens + 1.0).min(rate.burst as f64);
+    }
+
     /// The first closed gate on the chain (this level and its ancestors).
     fn closed_level(&self) -> Option<&Node> {
         let mut next = Some(self);
@@ -638,7 +647,8 @@ impl ResourcePermit {
     }
 
     /// Turns a data permit into a control permit without changing its
-    /// totals; the data-class share it held is freed.
+    /// totals; the data-class share it held is freed and the rate token it
+    /// took is given back at every rated level.
     pub fn promote_to_control(&mut self) {
         if self.class == BudgetClass::Control {
             return;
@@ -648,6 +658,7 @@ impl ResourcePermit {
             if let Some(data) = &node.data_usage {
                 data.sub(1, self.bytes);
             }
+            node.restore_token();
             next = node.parent.as_deref();
         }
         self.class = BudgetClass::Control;

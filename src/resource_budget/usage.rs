@@ -8,6 +8,12 @@
 //! atomic and a reservation takes count first, then bytes, giving the count
 //! back when the bytes do not fit. Either way no dimension ever exceeds its
 //! limit and a refusal leaves the level unchanged.
+//!
+//! Every access is `SeqCst` (free on x86: the read-modify-writes are locked
+//! instructions and loads plain moves): a waiting producer raises the
+//! tree's release watchers and then reads the usage, a releaser lowers the
+//! usage and then reads the watchers, and only a single total order over
+//! those four accesses guarantees that one of them sees the other.
 
 use crate::loom::{AtomicU64, AtomicUsize, Ordering};
 use crate::resource_budget::types::BudgetDimension;
@@ -59,7 +65,7 @@ impl Usage {
             Self::Packed { word, bytes_bits } => {
                 let shift = *bytes_bits;
                 let mask = low_mask(shift);
-                let mut current = word.load(Ordering::Relaxed);
+                let mut current = word.load(Ordering::SeqCst);
                 loop {
                     let used_count = high(current, shift);
                     let used_bytes = (current & mask) as usize;
@@ -73,8 +79,8 @@ impl Usage {
                     match word.compare_exchange_weak(
                         current,
                         next,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
                     ) {
                         Ok(_) => return Ok(()),
                         Err(seen) => current = seen,
@@ -89,7 +95,7 @@ impl Usage {
                     return Err(BudgetDimension::Count);
                 }
                 if !bounded_add(used_bytes, bytes, bytes_limit) {
-                    used_count.fetch_sub(count, Ordering::AcqRel);
+                    used_count.fetch_sub(count, Ordering::SeqCst);
                     return Err(BudgetDimension::Bytes);
                 }
                 Ok(())
@@ -102,14 +108,14 @@ impl Usage {
     pub(crate) fn sub(&self, count: usize, bytes: usize) {
         match self {
             Self::Packed { word, bytes_bits } => {
-                word.fetch_sub(pack(count, bytes, *bytes_bits), Ordering::AcqRel);
+                word.fetch_sub(pack(count, bytes, *bytes_bits), Ordering::SeqCst);
             }
             Self::Split {
                 count: used_count,
                 bytes: used_bytes,
             } => {
-                used_count.fetch_sub(count, Ordering::AcqRel);
-                used_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                used_count.fetch_sub(count, Ordering::SeqCst);
+                used_bytes.fetch_sub(bytes, Ordering::SeqCst);
             }
         }
     }
@@ -118,14 +124,14 @@ impl Usage {
     pub(crate) fn load(&self) -> (usize, usize) {
         match self {
             Self::Packed { word, bytes_bits } => {
-                let current = word.load(Ordering::Acquire);
+                let current = word.load(Ordering::SeqCst);
                 (
                     high(current, *bytes_bits),
                     (current & low_mask(*bytes_bits)) as usize,
                 )
             }
             Self::Split { count, bytes } => {
-                (count.load(Ordering::Acquire), bytes.load(Ordering::Acquire))
+                (count.load(Ordering::SeqCst), bytes.load(Ordering::SeqCst))
             }
         }
     }
@@ -149,12 +155,12 @@ fn pack(count: usize, bytes: usize, shift: u32) -> u64 {
 
 /// Raises `counter` by `amount` unless that passes `limit`.
 fn bounded_add(counter: &AtomicUsize, amount: usize, limit: usize) -> bool {
-    let mut current = counter.load(Ordering::Relaxed);
+    let mut current = counter.load(Ordering::SeqCst);
     loop {
         let Some(next) = current.checked_add(amount).filter(|next| *next <= limit) else {
             return false;
         };
-        match counter.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
+        match counter.compare_exchange_weak(current, next, Ordering::SeqCst, Ordering::SeqCst) {
             Ok(_) => return true,
             Err(seen) => current = seen,
         }

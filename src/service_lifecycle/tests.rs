@@ -40,6 +40,24 @@ fn drain_delay_is_parsed_and_bounded() {
             .operation(),
         RuntimeOperation::ServiceLifecycleDuration
     );
+    // Not shorter than the shutdown timeout: no time would be left.
+    for (delay, timeout) in [("45", None), ("60", None), ("5", Some("5"))] {
+        let mut vars = vec![(DRAIN_DELAY_SECONDS_ENV, delay)];
+        if let Some(timeout) = timeout {
+            vars.push((SHUTDOWN_TIMEOUT_SECONDS_ENV, timeout));
+        }
+        assert_eq!(
+            parse(&vars).expect_err("no time left").operation(),
+            RuntimeOperation::ServiceLifecycleDurationRange,
+            "delay {delay}, timeout {timeout:?}"
+        );
+    }
+    let fits = parse(&[
+        (DRAIN_DELAY_SECONDS_ENV, "4"),
+        (SHUTDOWN_TIMEOUT_SECONDS_ENV, "5"),
+    ])
+    .expect("shorter than the timeout");
+    assert_eq!(fits.drain_delay, Duration::from_secs(4));
 }
 
 #[test]

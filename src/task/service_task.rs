@@ -201,6 +201,60 @@ impl ServiceTaskContext {
     }
 }
 
+/// Moves a run that ended by itself (`Running`/`Starting` of its
+/// generation) to `Stopped` when the loop's future is dropped, whatever
+/// ended it; a shutdown (`Stopping`) or a newer run keeps the word.
+struct RunExit {
+    state: Arc<StateWord>,
+    generation: u64,
+}
+
+impl Drop for RunExit {
+    fn drop(&mut self) {
+        let _ = self.state.transition(
+            self.generation,
+            ServiceTaskState::Running,
+            ServiceTaskState::Stopped,
+        ) || self.state.transition(
+            self.generation,
+            ServiceTaskState::Starting,
+            ServiceTaskState::Stopped,
+        );
+    }
+}
+
+/// A run being shut down: `finish` stores its report and moves it to
+/// `Stopped`; dropped unfinished (the shutdown future was dropped), it shuts
+/// the component down at once instead, so the manager never stays
+/// `Stopping`.
+struct StoppingRun<'a> {
+    run: Option<Run>,
+    state: &'a StateWord,
+    last_report: &'a Mutex<Option<ShutdownReport>>,
+}
+
+impl StoppingRun<'_> {
+    fn finish(&mut self, report: ShutdownReport) {
+        if let Some(run) = self.run.take() {
+            *self.last_report.lock() = Some(report);
+            self.state.transition(
+                run.generation,
+                ServiceTaskState::Stopping,
+                ServiceTaskState::Stopped,
+            );
+        }
+    }
+}
+
+impl Drop for StoppingRun<'_> {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.as_ref() {
+            let report = run.group.shutdown_now();
+            self.finish(report);
+        }
+    }
+}
+
 /// The current run: its component, task and context.
 struct Run {
     generation: u64,
@@ -315,16 +369,33 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the start happens synchronously on the first poll.
+    /// Cancel safe. A run whose loop returned on its own is first closed
+    /// (its component shut down, waiting at most 1 s for the ended task
+    /// to settle); dropping the future there leaves that component to its
+    /// parent. The start itself happens synchronously after that.
     pub async fn start(&self) -> RuntimeResult<()> {
+        let ended = {
+            let mut current = self.run.lock();
+            let ended = current.as_ref().is_some_and(|run| {
+                self.state.load() == (ServiceTaskState::Stopped, run.generation)
+            });
+            if ended {
+                current.take()
+            } else {
+                None
+            }
+        };
+        if let Some(ended) = ended {
+            let report = ended.group.shutdown(ABORT_CONFIRMATION).await;
+            *self.last_report.lock() = Some(report);
+        }
         self.start_now()
     }
 
     fn start_now(&self) -> RuntimeResult<()> {
         let mut current = self.run.lock();
-        let (previous, _) = self.state.load();
-        let generation = match self.state.begin_start() {
-            Ok(generation) => generation,
+        let (generation, previous) = match self.state.begin_start() {
+            Ok(started) => started,
             Err(state) => {
                 tracing::warn!(
                     service = %self.task.get_service_name(),
@@ -334,8 +405,8 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
                 return Ok(());
             }
         };
-        // A loop that returned on its own left an empty component: close it
-        // and keep its report as the last one.
+        // A loop that returned on its own after `start` checked: close its
+        // component at once and keep its report as the last one.
         if let Some(ended) = current.take() {
             *self.last_report.lock() = Some(ended.group.shutdown_now());
         }
@@ -365,18 +436,9 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
         let loop_context = context.share();
         let state = Arc::clone(&self.state);
         let spawned = group.spawn_service(self.task.get_service_name(), async move {
+            // Dropped however the loop ends (return, panic, abort).
+            let _exit = RunExit { state, generation };
             task.run(&loop_context).await;
-            // Returned on its own: this run is over unless a shutdown
-            // (`Stopping`) or a newer run owns the word.
-            let _ = state.transition(
-                generation,
-                ServiceTaskState::Running,
-                ServiceTaskState::Stopped,
-            ) || state.transition(
-                generation,
-                ServiceTaskState::Starting,
-                ServiceTaskState::Stopped,
-            );
         });
         let task = match spawned {
             Ok(task) => task,
@@ -474,9 +536,10 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: the stop request and abort happen on the first
-    /// poll; dropping the future afterwards leaves the state `Stopping` and
-    /// the component to its parent's shutdown.
+    /// Cancel safe in effect: dropping the future after its first poll
+    /// completes the stop at once (the component is shut down immediately,
+    /// aborting a loop still running, and the state becomes `Stopped`); the
+    /// report then records what had not finished.
     pub async fn shutdown_with_interrupt_until(
         &self,
         interrupt: bool,
@@ -510,24 +573,26 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
             return Ok(());
         }
         run.context.stop();
-        let report = if interrupt {
-            run.group.abort_task(run.task);
-            let confirm = deadline.remaining().max(ABORT_CONFIRMATION);
-            run.group
-                .wait_task_until(run.task, ShutdownDeadline::after(confirm))
-                .await;
-            run.group.shutdown(Duration::ZERO).await
-        } else if run.group.wait_task_until(run.task, deadline).await {
-            run.group.shutdown_until(deadline).await
-        } else {
-            run.group.shutdown(Duration::ZERO).await
+        let (group, task) = (run.group.clone(), run.task);
+        // Finishes the stop even if this future is dropped midway.
+        let mut stopping = StoppingRun {
+            run: Some(run),
+            state: &self.state,
+            last_report: &self.last_report,
         };
-        *self.last_report.lock() = Some(report);
-        self.state.transition(
-            run.generation,
-            ServiceTaskState::Stopping,
-            ServiceTaskState::Stopped,
-        );
+        let report = if interrupt {
+            group.abort_task(task);
+            let confirm = deadline.remaining().max(ABORT_CONFIRMATION);
+            group
+                .wait_task_until(task, ShutdownDeadline::after(confirm))
+                .await;
+            group.shutdown(Duration::ZERO).await
+        } else if group.wait_task_until(task, deadline).await {
+            group.shutdown_until(deadline).await
+        } else {
+            group.shutdown(Duration::ZERO).await
+        };
+        stopping.finish(report);
         Ok(())
     }
 }

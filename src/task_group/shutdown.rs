@@ -262,7 +262,7 @@ fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
             let mut report = build_report(&settlement);
             // The tree owner's report carries the blocking evidence of the
             // managed lanes and every isolated executor of the tree.
-            if root.parent.is_none() {
+            if root.tree_root {
                 root.tree.merge_blocking(&mut report);
                 root.tree.merge_shutdown_reason(&mut report);
             }

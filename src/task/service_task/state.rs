@@ -84,8 +84,9 @@ impl StateWord {
     }
 
     /// `NotStarted`/`Stopped` → `Starting` with the next generation;
+    /// returns that generation and the state it replaced, or
     /// `Err(current state)` from any other state.
-    pub(crate) fn begin_start(&self) -> Result<u64, ServiceTaskState> {
+    pub(crate) fn begin_start(&self) -> Result<(u64, ServiceTaskState), ServiceTaskState> {
         self.update(|state, generation| {
             matches!(
                 state,
@@ -102,11 +103,12 @@ impl StateWord {
     }
 
     /// Applies `next` to the current word until its compare-and-swap
-    /// succeeds: the new generation, or the refused (state, generation).
+    /// succeeds: the new generation and the replaced state, or the refused
+    /// (state, generation).
     fn update(
         &self,
         next: impl Fn(ServiceTaskState, u64) -> Option<(ServiceTaskState, u64)>,
-    ) -> Result<u64, (ServiceTaskState, u64)> {
+    ) -> Result<(u64, ServiceTaskState), (ServiceTaskState, u64)> {
         let mut word = self.0.load(Ordering::Acquire);
         loop {
             let (state, generation) = unpack(word);
@@ -119,7 +121,7 @@ impl StateWord {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(to_generation),
+                Ok(_) => return Ok((to_generation, state)),
                 Err(actual) => word = actual,
             }
         }
@@ -155,6 +157,7 @@ impl StateWord {
             .then_some((ServiceTaskState::Stopping, generation))
         })
         .ok()
+        .map(|(generation, _)| generation)
     }
 
     /// Whether the run `generation` is over: stopping, stopped or replaced.
@@ -190,12 +193,14 @@ mod tests {
     fn transitions_name_their_run() {
         let word = StateWord::new();
         assert_eq!(word.begin_stop(), None, "nothing to stop");
-        let first = word.begin_start().expect("from NotStarted");
+        let (first, replaced) = word.begin_start().expect("from NotStarted");
+        assert_eq!(replaced, ServiceTaskState::NotStarted);
         assert_eq!(word.begin_start(), Err(ServiceTaskState::Starting));
         assert!(word.transition(first, ServiceTaskState::Starting, ServiceTaskState::Running));
         assert_eq!(word.begin_stop(), Some(first));
         assert!(word.transition(first, ServiceTaskState::Stopping, ServiceTaskState::Stopped));
-        let second = word.begin_start().expect("from Stopped");
+        let (second, replaced) = word.begin_start().expect("from Stopped");
+        assert_eq!(replaced, ServiceTaskState::Stopped);
         assert_eq!(second, first + 1);
         assert!(word.is_stopped(first), "a replaced run is stopped");
         assert!(!word.is_stopped(second));

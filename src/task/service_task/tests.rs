@@ -15,7 +15,7 @@ use crate::loom::Arc;
 fn loom_a_stale_run_exit_cannot_overwrite_a_restart() {
     loom::model(|| {
         let word = Arc::new(StateWord::new());
-        let first = word.begin_start().expect("from NotStarted");
+        let (first, _) = word.begin_start().expect("from NotStarted");
         assert!(word.transition(first, S::Starting, S::Running));
 
         let exit = {
@@ -30,7 +30,7 @@ fn loom_a_stale_run_exit_cannot_overwrite_a_restart() {
             word.transition(stopping, S::Stopping, S::Stopped);
         }
         let restarted = word.begin_start();
-        if let Ok(second) = restarted {
+        if let Ok((second, _)) = restarted {
             assert!(second > first);
             assert!(word.transition(second, S::Starting, S::Running));
         }
@@ -38,7 +38,7 @@ fn loom_a_stale_run_exit_cannot_overwrite_a_restart() {
 
         let (state, generation) = word.load();
         match restarted {
-            Ok(second) => {
+            Ok((second, _)) => {
                 assert_eq!((state, generation), (S::Running, second));
                 assert!(word.is_stopped(first), "the old run sees itself replaced");
                 assert!(!word.is_stopped(second));

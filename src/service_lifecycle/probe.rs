@@ -171,6 +171,11 @@ pub(crate) async fn serve_probes(
 
 /// Public wrapper of `serve_probes` for the integration tests in
 /// `tests/service_lifecycle_probe.rs`; not part of the supported API.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping the future closes the listener; connection tasks
+/// belong to `group` and end on their timeouts or its cancellation.
 #[doc(hidden)]
 pub async fn serve_probes_for_tests(
     listener: TcpListener,

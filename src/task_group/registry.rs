@@ -170,6 +170,13 @@ impl<H> TaskTable<H> {
         }
     }
 
+    /// Stops compaction: a sealed group's table only drains, and an empty
+    /// table restarts at slot 0 and trims itself anyway, so scanning it while
+    /// it drains would only stall the settling tasks behind the lock.
+    pub(crate) fn stop_compacting(&mut self) {
+        self.compact_below = 0;
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -418,6 +425,25 @@ mod tests {
             assert!(table.remove(*slot, *seq).is_some());
         }
         assert_eq!(table.len(), 0);
+        assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
+    }
+
+    /// A draining (sealed) table does not compact: the burst stays until
+    /// the table empties, then it restarts and trims as usual.
+    #[test]
+    fn a_table_that_stopped_compacting_only_trims_when_empty() {
+        let mut table = TaskTable::new();
+        let pinned = insert(&mut table);
+        let burst: Vec<_> = (0..5_000).map(|_| insert(&mut table)).collect();
+        let chunks = table.chunks.len();
+        table.stop_compacting();
+        for (seq, slot) in &burst {
+            assert!(table.remove(*slot, *seq).is_some());
+        }
+        assert_eq!(table.len(), 1);
+        assert_eq!(table.chunks.len(), chunks, "no compaction while draining");
+        assert!(table.remove(pinned.1, pinned.0).is_some());
+        assert_eq!(table.high_water(), 0);
         assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
     }
 

@@ -384,10 +384,13 @@ impl<H: AbortTarget, C> Gate<H, C> {
         // Every shard lock is held while the phase changes: a registration
         // or a settlement (which decides poisoning) reads the phase under its
         // shard lock, so it is wholly before or wholly after the seal.
-        let shards: Vec<_> = self.shards.iter().map(|shard| shard.state.lock()).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| shard.state.lock()).collect();
         let _ = self
             .phase
             .compare_exchange(OPEN, CLOSING, Ordering::SeqCst, Ordering::SeqCst);
+        for shard in &mut shards {
+            shard.table.stop_compacting();
+        }
         drop(shards);
         children.links.values().filter_map(Weak::upgrade).collect()
     }

@@ -74,7 +74,15 @@ async fn wait_for_stop(
     lifecycle: &ServiceLifecycle,
     run_for: Option<Duration>,
 ) -> Result<ShutdownRequest, RuntimeError> {
-    eprintln!("broker running; Ctrl-C or SIGTERM stops it");
+    let signal = lifecycle.wait_for_shutdown_signal();
+    tokio::pin!(signal);
+    // The first poll installs the SIGTERM/SIGINT handlers: only then is it
+    // safe to announce that the broker runs (a SIGTERM sent earlier would
+    // still kill the process with the default action).
+    if let std::task::Poll::Ready(request) = futures::poll!(signal.as_mut()) {
+        return request;
+    }
+    eprintln!("broker running (ready); SIGTERM, Ctrl-C or a POST to /drainz stops it");
     let run_for_elapsed = async {
         match run_for {
             Some(duration) => tokio::time::sleep(duration).await,
@@ -82,7 +90,7 @@ async fn wait_for_stop(
         }
     };
     tokio::select! {
-        request = lifecycle.wait_for_shutdown_signal() => request,
+        request = signal => request,
         () = run_for_elapsed => Ok(lifecycle.request_shutdown(ShutdownReason::Internal)),
     }
 }

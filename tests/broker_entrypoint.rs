@@ -117,7 +117,7 @@ fn sigterm_exits_zero_with_a_healthy_report() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn example");
-    // The example installs its handlers before it reports running.
+    // The example installs its signal handlers before it reports running.
     let stderr = child.stderr.take().expect("piped stderr");
     let (ready_tx, ready_rx) = mpsc::channel();
     std::thread::spawn(move || {

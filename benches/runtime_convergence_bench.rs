@@ -41,7 +41,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion};
 use rocketmq_runtime::{OperationContext, RuntimeContext, TaskGroup, TaskKind};
 use serde_json::{json, Map, Value};
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
@@ -187,7 +187,7 @@ impl Mode {
 /// One round: `threads` threads submit `TASKS / threads` tasks each, timing
 /// every call. Returns (submission wall time, per-call latencies in ns).
 fn submission_round(
-    handle: &Handle,
+    rt: &Runtime,
     root: &TaskGroup,
     mode: Mode,
     threads: usize,
@@ -208,7 +208,8 @@ fn submission_round(
         .iter()
         .zip(&operations)
         .map(|(group, operation)| {
-            let (group, operation, handle) = (group.clone(), operation.clone(), handle.clone());
+            let (group, operation, handle) =
+                (group.clone(), operation.clone(), rt.handle().clone());
             let start = Arc::clone(&start);
             std::thread::spawn(move || {
                 let mut latencies = Vec::with_capacity(per_thread);
@@ -240,8 +241,9 @@ fn submission_round(
         latencies.extend(calls);
         raw_handles.extend(handles);
     }
-    // Untimed: let every task settle before the next round.
-    handle.block_on(async {
+    // Untimed: let every task settle before the next round (on the
+    // runtime itself: a current-thread runtime runs tasks only there).
+    rt.block_on(async {
         for raw in raw_handles {
             raw.await.expect("raw task");
         }
@@ -258,7 +260,6 @@ fn submission_round(
 fn submission_pass() -> Value {
     let rt = runtime();
     let root = harness_group(&rt, "submission");
-    let handle = rt.handle().clone();
     let mut results = Map::new();
     let mut shared_vs_per_thread = Map::new();
     for threads in SUBMISSION_THREADS {
@@ -270,7 +271,7 @@ fn submission_pass() -> Value {
             order.rotate_left(round % Mode::ALL.len());
             let mut wall_of = [0.0; 3];
             for mode in order {
-                let (wall, latencies) = submission_round(&handle, &root, mode, threads);
+                let (wall, latencies) = submission_round(&rt, &root, mode, threads);
                 let index = mode as usize;
                 wall_of[index] = wall.as_nanos() as f64;
                 if round > 0 {

@@ -10,9 +10,11 @@
 //! Poisoning is a separate flag: set once by the settlement of a task that
 //! panicked while the phase was `OPEN`.
 //!
-//! The task table is split into [`SHARDS`] shards, each under its own lock
-//! (one by default, see the constant). A task lives in shard
-//! `seq % SHARDS` for its whole life.
+//! The task table is split into [`SHARDS`] shards, each under its own lock.
+//! A task lives for its whole life in the home shard of the thread that
+//! submitted it (see [`home_shard`]): one submitting thread always uses one
+//! lock and one set of cache lines, while threads submitting into one shared
+//! group spread over the shards instead of queueing on one lock.
 //!
 //! Admission is still serialized with shutdown: a registration (and a
 //! settlement deciding poisoning) reads the phase while holding its shard's
@@ -31,7 +33,7 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
+use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
 use crate::task_group::registry::{
     AbortTarget, OperationTag, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
@@ -44,12 +46,38 @@ pub(crate) const COMPLETED: u8 = 3;
 
 /// Shards of a group's task table.
 ///
-/// One shard is the measured optimum on the 2-core reference machine: with
-/// eight, spawn+completion of 10,000 tasks took about twice as long (more
-/// cache lines move between the spawning and the completing core per task),
-/// and contention on one lock was not the bottleneck. Raise it for hosts
-/// where many cores spawn into one group; the seal logic is the same.
-pub(crate) const SHARDS: usize = 1;
+/// Sharding by sequence number (one shard per task, round robin) was
+/// measured slower on the 2-core reference machine: every task moved a
+/// different lock's cache lines between the spawning and the completing
+/// core. Shards are therefore picked per submitting thread ([`home_shard`]),
+/// so a single submitter costs what one shard costs, and eight threads
+/// submitting into one group contend on four locks instead of one.
+pub(crate) const SHARDS: usize = 4;
+
+/// The shard a registration from this thread uses: threads are numbered in
+/// the order they first submit, and thread `n` uses shard `n % SHARDS`.
+#[cfg(not(loom))]
+fn home_shard() -> usize {
+    use std::cell::Cell;
+
+    use crate::loom::StaticAtomicU64;
+
+    const UNASSIGNED: usize = usize::MAX;
+    static NEXT_THREAD: StaticAtomicU64 = StaticAtomicU64::new(0);
+    thread_local! {
+        static HOME: Cell<usize> = const { Cell::new(UNASSIGNED) };
+    }
+    HOME.try_with(|home| {
+        let mut shard = home.get();
+        if shard == UNASSIGNED {
+            shard = (NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % SHARDS as u64) as usize;
+            home.set(shard);
+        }
+        shard
+    })
+    // A submission from a thread-local destructor: any shard is correct.
+    .unwrap_or(0)
+}
 
 /// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
@@ -103,6 +131,10 @@ struct Shard<H> {
 
 #[derive(Debug)]
 struct ShardState<H> {
+    /// Registrations this shard has numbered: its next task gets sequence
+    /// `next_local * SHARDS + shard + 1` (group-unique, never reused,
+    /// increasing within the shard).
+    next_local: u64,
     table: TaskTable<H>,
     counters: SettleCounters,
 }
@@ -130,8 +162,11 @@ pub(crate) struct GateSnapshot {
 pub(crate) struct Gate<H, C> {
     /// Registered tasks over all shards (idle detection without locks).
     live: AtomicUsize,
-    next_seq: AtomicU64,
     shards: [Shard<H>; SHARDS],
+    /// Under loom registrations rotate over the shards (a model-visible
+    /// counter), so the models explore different shards racing the seal.
+    #[cfg(loom)]
+    next_home: AtomicUsize,
     phase: AtomicU8,
     poisoned: AtomicBool,
     children: Mutex<Children<C>>,
@@ -151,10 +186,6 @@ fn pack(local: u32, shard: usize) -> u32 {
 
 fn unpack(slot: u32) -> (u32, usize) {
     (slot / SHARDS as u32, (slot % SHARDS as u32) as usize)
-}
-
-fn shard_of(seq: u64) -> usize {
-    (seq % SHARDS as u64) as usize
 }
 
 /// Marks `record` aborted (once) and takes its abort handle, which the
@@ -178,13 +209,15 @@ impl<H: AbortTarget, C> Gate<H, C> {
             phase: AtomicU8::new(phase),
             poisoned: AtomicBool::new(false),
             live: AtomicUsize::new(0),
-            next_seq: AtomicU64::new(1),
             shards: std::array::from_fn(|_| Shard {
                 state: Mutex::new(ShardState {
+                    next_local: 0,
                     table: TaskTable::new(),
                     counters: SettleCounters::default(),
                 }),
             }),
+            #[cfg(loom)]
+            next_home: AtomicUsize::new(0),
             children: Mutex::new(Children {
                 links: HashMap::new(),
                 closed_requests: 0,
@@ -219,14 +252,18 @@ impl<H: AbortTarget, C> Gate<H, C> {
         started: Instant,
         operation: Option<OperationTag>,
     ) -> Result<(u64, u32), Refusal> {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let shard = shard_of(seq);
+        #[cfg(not(loom))]
+        let shard = home_shard();
+        #[cfg(loom)]
+        let shard = self.next_home.fetch_add(1, Ordering::Relaxed) % SHARDS;
         let mut state = self.shards[shard].state.lock();
         self.admission()?;
+        let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
         let local = state
             .table
             .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
+        state.next_local += 1;
         self.live.fetch_add(1, Ordering::SeqCst);
         Ok((seq, pack(local, shard)))
     }
@@ -292,14 +329,17 @@ impl<H: AbortTarget, C> Gate<H, C> {
         by_deadline: bool,
         mut filter: impl FnMut(&TaskInfo) -> bool,
     ) -> usize {
-        let last_seq = self.next_seq.load(Ordering::SeqCst);
         let mut newly = 0;
         let mut handles = Vec::new();
         for shard in self.shards.iter() {
             let mut next: u32 = 0;
+            // Sequences grow within a shard: the tasks this shard numbered
+            // before the walk first locked it are the ones to abort.
+            let mut last_seq = None;
             loop {
                 let mut guard = shard.state.lock();
                 let state = &mut *guard;
+                let last_seq = *last_seq.get_or_insert(state.next_local * SHARDS as u64 + 1);
                 let end = state
                     .table
                     .high_water()
@@ -473,5 +513,51 @@ mod tests {
         assert_eq!(counters.completed, 1);
         assert_eq!(counters.deadline_aborted_settled, 0);
         assert_eq!(counters.live_abort_requested, 0);
+    }
+
+    /// Threads submitting into one group use their own home shards; every
+    /// task still gets a group-unique sequence, is found by its id, is
+    /// listed, and is aborted by a walk that started after it registered.
+    #[test]
+    fn submitting_threads_spread_over_shards_with_unique_sequences() {
+        let gate: std::sync::Arc<Gate<NoHandle, ()>> = std::sync::Arc::new(Gate::new(OPEN));
+        let per_thread = 20;
+        let keys: Vec<(u64, u32)> = (0..SHARDS * 2)
+            .map(|_| {
+                let gate = std::sync::Arc::clone(&gate);
+                std::thread::spawn(move || {
+                    (0..per_thread)
+                        .map(|_| {
+                            gate.register(
+                                TaskName::from("t"),
+                                TaskKind::Worker,
+                                Instant::now(),
+                                None,
+                            )
+                            .expect("open")
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("submitter"))
+            .collect();
+        let total = SHARDS * 2 * per_thread;
+        let mut seqs: Vec<u64> = keys.iter().map(|(seq, _)| *seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs.len(), total, "sequences are group-unique");
+        let shards: std::collections::HashSet<usize> =
+            keys.iter().map(|(_, slot)| unpack(*slot).1).collect();
+        assert!(shards.len() > 1, "threads used more than one shard");
+        assert!(keys.iter().all(|(seq, slot)| gate.contains(*slot, *seq)));
+        assert_eq!(gate.snapshot(usize::MAX).listed.len(), total);
+        assert_eq!(gate.abort_matching(false, |_| true), total);
+        for (seq, slot) in keys {
+            assert!(gate.settle(slot, seq, TaskResult::Aborted).found);
+        }
+        assert_eq!(gate.len(), 0);
+        assert_eq!(gate.snapshot(0).counters.aborted, total as u64);
     }
 }

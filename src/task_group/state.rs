@@ -123,9 +123,15 @@ pub(crate) struct SettleEffect {
     pub(crate) poisoned_now: bool,
 }
 
-/// One shard: a task table and its counters.
+/// One shard: a task table and its counters, with its live count beside the
+/// lock (one cache line: a registration and a settlement move only this
+/// shard's line between cores, no group-wide counter).
 #[derive(Debug)]
+#[repr(align(64))]
 struct Shard<H> {
+    /// Registered tasks of this shard, changed under the lock and read
+    /// without it (idle detection, `len`).
+    live: AtomicUsize,
     state: Mutex<ShardState<H>>,
 }
 
@@ -160,8 +166,6 @@ pub(crate) struct GateSnapshot {
 /// Admission state + sharded task tables + child links of one group.
 #[derive(Debug)]
 pub(crate) struct Gate<H, C> {
-    /// Registered tasks over all shards (idle detection without locks).
-    live: AtomicUsize,
     shards: [Shard<H>; SHARDS],
     /// Under loom registrations rotate over the shards (a model-visible
     /// counter), so the models explore different shards racing the seal.
@@ -208,8 +212,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
         Self {
             phase: AtomicU8::new(phase),
             poisoned: AtomicBool::new(false),
-            live: AtomicUsize::new(0),
             shards: std::array::from_fn(|_| Shard {
+                live: AtomicUsize::new(0),
                 state: Mutex::new(ShardState {
                     next_local: 0,
                     table: TaskTable::new(),
@@ -256,7 +260,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let shard = home_shard();
         #[cfg(loom)]
         let shard = self.next_home.fetch_add(1, Ordering::Relaxed) % SHARDS;
-        let mut state = self.shards[shard].state.lock();
+        let home = &self.shards[shard];
+        let mut state = home.state.lock();
         self.admission()?;
         let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
         let local = state
@@ -264,7 +269,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
         state.next_local += 1;
-        self.live.fetch_add(1, Ordering::SeqCst);
+        home.live.fetch_add(1, Ordering::SeqCst);
         Ok((seq, pack(local, shard)))
     }
 
@@ -371,16 +376,21 @@ impl<H: AbortTarget, C> Gate<H, C> {
         self.shards[shard].state.lock().table.contains(local, seq)
     }
 
-    /// Registered tasks (lock-free read).
+    /// Registered tasks (lock-free read, shard by shard: exact once the
+    /// gate is sealed, when the counts only fall).
     pub(crate) fn len(&self) -> usize {
-        self.live.load(Ordering::SeqCst)
+        self.shards
+            .iter()
+            .map(|shard| shard.live.load(Ordering::SeqCst))
+            .sum()
     }
 
     /// Removes a settled task and accounts its result (the future is already
     /// destroyed). Poisons the group if it panicked while open.
     pub(crate) fn settle(&self, slot: u32, seq: u64, result: TaskResult) -> SettleEffect {
         let (local, shard) = unpack(slot);
-        let mut guard = self.shards[shard].state.lock();
+        let home = &self.shards[shard];
+        let mut guard = home.state.lock();
         let state = &mut *guard;
         let Some(removed) = state.table.remove(local, seq) else {
             return SettleEffect::default();
@@ -404,8 +414,14 @@ impl<H: AbortTarget, C> Gate<H, C> {
             && self.phase.load(Ordering::Acquire) == OPEN
             && !self.poisoned.swap(true, Ordering::AcqRel);
         // Counted before the live count drops: whoever sees the group idle
-        // sees every settled counter.
-        let idle = self.live.fetch_sub(1, Ordering::SeqCst) == 1;
+        // sees every settled counter. Every count is SeqCst: of two last
+        // settlements in different shards, at least one reads the other's
+        // count after it fell, so the group's idleness is always reported.
+        let idle = home.live.fetch_sub(1, Ordering::SeqCst) == 1
+            && self
+                .shards
+                .iter()
+                .all(|shard| shard.live.load(Ordering::SeqCst) == 0);
         // The abort handle is dropped after the lock is released: completing
         // tasks hold it only for the accounting.
         drop(guard);

@@ -355,6 +355,10 @@ impl<T> BudgetedQueue<T> {
         let tree = &inner.budget.node.tree;
         let _waiting = Watch::new(&inner.waiters);
         let mut waited = false;
+        // One timer for the whole wait (registered on its first poll), not
+        // one per wake-up.
+        let expiry = tokio::time::sleep_until(deadline);
+        tokio::pin!(expiry);
         loop {
             // Watch and enable before trying again, so a release between a
             // failed try and the wait is not missed.
@@ -378,7 +382,7 @@ impl<T> BudgetedQueue<T> {
             tokio::select! {
                 biased;
                 () = &mut released => {}
-                () = tokio::time::sleep_until(deadline) => {
+                () = &mut expiry => {
                     inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
                     return self.counted(self.reject(item, QueuePushRejection::DeadlineExceeded));
                 }

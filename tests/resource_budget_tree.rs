@@ -668,3 +668,84 @@ fn components_share_the_owner_process_budget() {
         rocketmq_runtime::RuntimeOperation::ResolveManagedMemoryBudget
     );
 }
+
+/// Every way an entry leaves a queue gives its reservation back, in the
+/// right class: pops, `retain` (also when `keep` panics midway), coalescing,
+/// a slow-consumer close and dropping the queue with items still queued.
+/// The queue level keeps a control reserve, so a data reservation released
+/// as control (or the reverse) would leave the data share wrong.
+#[test]
+fn every_removal_path_releases_its_reservation_in_its_class() {
+    let root = tree(1_000, 1_000_000).root();
+    let queue_limit =
+        |policy| BudgetLimit::new(6, 600, policy).with_control_reserve(BudgetCapacity::new(2, 200));
+    let data_capacity = |budget: &ResourceBudget| {
+        let permits: Vec<_> = std::iter::from_fn(|| budget.try_acquire_data(1).ok()).collect();
+        permits.len()
+    };
+    let fill = |queue: &BudgetedQueue<u32>| {
+        for item in 0..4 {
+            assert!(queue.try_push_data(item, 10).is_accepted());
+        }
+        for item in 4..6 {
+            assert!(queue.try_push_control(item, 10).is_accepted());
+        }
+        assert_eq!(counts(&root), (6, 60));
+    };
+
+    // Pops (plain and budgeted) and retain.
+    let budget = root
+        .child("pops", queue_limit(FullPolicy::Reject))
+        .expect("fits");
+    let queue = BudgetedQueue::new(budget.clone());
+    fill(&queue);
+    assert_eq!(queue.try_pop(), Some(0));
+    let item = queue.try_pop_budgeted().expect("queued");
+    assert_eq!(counts(&budget), (5, 50), "a budgeted item keeps its charge");
+    assert_eq!(item.into_item(), 1);
+    assert_eq!(queue.retain(|item| *item % 2 == 1), 2, "items 2 and 4 go");
+    assert_eq!(counts(&budget), (2, 20));
+    assert_eq!(queue.snapshot().retained_bytes, 20);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        queue.retain(|item| {
+            if *item == 5 {
+                panic!("keep panicked")
+            } else {
+                false
+            }
+        })
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(queue.len(), 1, "item 3 removed, item 5 still queued");
+    assert_eq!(counts(&budget), (1, 10));
+    assert_eq!(queue.snapshot().retained_bytes, 10);
+    assert_eq!(data_capacity(&budget), 4, "the data share is free again");
+    drop(queue);
+    assert_eq!(counts(&root), (0, 0), "dropping the queue released item 5");
+
+    // Coalescing replaces (and releases) the whole queued state.
+    let budget = root
+        .child("coalesce", queue_limit(FullPolicy::CoalesceLatest))
+        .expect("fits");
+    let queue = BudgetedQueue::new(budget.clone());
+    fill(&queue);
+    assert!(matches!(
+        queue.try_push_control(9, 10),
+        QueuePushOutcome::Coalesced { replaced: 6 }
+    ));
+    assert_eq!(counts(&budget), (1, 10));
+    assert_eq!(data_capacity(&budget), 4);
+    drop(queue);
+    assert_eq!(counts(&root), (0, 0));
+
+    // A slow-consumer close drops everything queued.
+    let budget = root
+        .child("slow", queue_limit(FullPolicy::CloseSlowConsumer))
+        .expect("fits");
+    let queue = BudgetedQueue::new(budget.clone());
+    fill(&queue);
+    assert!(!queue.try_push_control(9, 10).is_accepted());
+    assert!(queue.is_closed() && queue.is_empty());
+    assert_eq!(counts(&root), (0, 0));
+    assert_eq!(data_capacity(&budget), 4);
+}

@@ -5,16 +5,23 @@
 //! permit is taken at push and released at dequeue (`try_pop`, `recv`), or
 //! kept by a [`BudgetedItem`] until it is consumed. Closing lets accepted
 //! items drain and wakes producers and consumers.
+//!
+//! A queued entry holds its reservation without a reference count of its
+//! own (the queue already holds its budget): every path that removes an
+//! entry gives the reservation back (pop, stale drop, coalescing, retain,
+//! close of a slow consumer, and the queue's own drop), and only a
+//! [`BudgetedItem`] turns it into a [`ResourcePermit`].
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::resource_budget::tree::{ResourceBudget, ResourcePermit};
+use crate::resource_budget::tree::{Node, ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
 use crate::task_group::submission::Watch;
 
@@ -137,9 +144,12 @@ pub struct QueueSnapshot {
     pub closed: bool,
 }
 
+/// A queued item and its reservation (one count and `bytes` of `class` on
+/// the queue's budget chain, given back by whoever removes the entry).
 struct Entry<T> {
     item: T,
-    permit: ResourcePermit,
+    bytes: usize,
+    class: BudgetClass,
     enqueued_at: Duration,
 }
 
@@ -269,9 +279,9 @@ impl<T> BudgetedQueue<T> {
             }
             _ => 0,
         };
-        match inner.budget.try_acquire(retained_bytes, class) {
-            Ok(permit) => {
-                self.enqueue(&mut state, item, permit);
+        match inner.budget.node.reserve(retained_bytes, class) {
+            Ok(()) => {
+                self.enqueue(&mut state, item, retained_bytes, class);
                 drop(state);
                 self.wake_reader();
                 if dropped > 0 {
@@ -290,9 +300,9 @@ impl<T> BudgetedQueue<T> {
                     {
                         let replaced = self.discard_all(&mut state);
                         inner.budget.record_coalesced(replaced as u64);
-                        match inner.budget.try_acquire(retained_bytes, class) {
-                            Ok(permit) => {
-                                self.enqueue(&mut state, item, permit);
+                        match inner.budget.node.reserve(retained_bytes, class) {
+                            Ok(()) => {
+                                self.enqueue(&mut state, item, retained_bytes, class);
                                 drop(state);
                                 self.wake_reader();
                                 QueuePushOutcome::Coalesced { replaced }
@@ -401,23 +411,43 @@ impl<T> BudgetedQueue<T> {
 
     /// Pops the oldest item; its permit is released here.
     pub fn try_pop(&self) -> Option<T> {
-        self.try_pop_budgeted().map(BudgetedItem::into_item)
+        self.pop_entry().map(|entry| self.released(entry))
     }
 
     /// Pops the oldest item with its permit still held.
     pub fn try_pop_budgeted(&self) -> Option<BudgetedItem<T>> {
+        self.pop_entry().map(|entry| self.budgeted(entry))
+    }
+
+    /// Removes the oldest entry (after dropping stale ones under
+    /// `DropStale`); its reservation moves to the caller.
+    fn pop_entry(&self) -> Option<Entry<T>> {
         let mut state = self.inner.state.lock();
         if self.policy() == FullPolicy::DropStale {
             self.drop_stale(&mut state);
         }
         let entry = state.items.pop_front()?;
-        state.retained_bytes -= entry.permit.bytes();
-        drop(state);
-        Some(BudgetedItem {
+        state.retained_bytes -= entry.bytes;
+        Some(entry)
+    }
+
+    /// Gives a removed entry's reservation back and returns its item.
+    fn released(&self, entry: Entry<T>) -> T {
+        self.inner.budget.node.release(1, entry.bytes, entry.class);
+        entry.item
+    }
+
+    /// Turns a removed entry's reservation into the item's permit.
+    fn budgeted(&self, entry: Entry<T>) -> BudgetedItem<T> {
+        BudgetedItem {
             item: entry.item,
-            permit: entry.permit,
+            permit: ResourcePermit::from_reserved(
+                Arc::clone(&self.inner.budget.node),
+                entry.bytes,
+                entry.class,
+            ),
             enqueued_at: entry.enqueued_at,
-        })
+        }
     }
 
     /// Waits for the oldest item (its permit released here); `None` once
@@ -427,7 +457,7 @@ impl<T> BudgetedQueue<T> {
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv(&self) -> Option<T> {
-        self.recv_budgeted().await.map(BudgetedItem::into_item)
+        self.recv_entry().await.map(|entry| self.released(entry))
     }
 
     /// [`recv`](Self::recv) keeping the item's permit.
@@ -436,17 +466,23 @@ impl<T> BudgetedQueue<T> {
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv_budgeted(&self) -> Option<BudgetedItem<T>> {
+        self.recv_entry().await.map(|entry| self.budgeted(entry))
+    }
+
+    /// Waits for the oldest entry; `None` once closed and drained. An entry
+    /// is removed only in the poll that returns it.
+    async fn recv_entry(&self) -> Option<Entry<T>> {
         // Fast path: no notification registration while items are queued.
-        if let Some(item) = self.try_pop_budgeted() {
-            return Some(item);
+        if let Some(entry) = self.pop_entry() {
+            return Some(entry);
         }
         let _watch = Watch::new(&self.inner.readers_waiting);
         loop {
             let readable = self.inner.readers.notified();
             tokio::pin!(readable);
             readable.as_mut().enable();
-            if let Some(item) = self.try_pop_budgeted() {
-                return Some(item);
+            if let Some(entry) = self.pop_entry() {
+                return Some(entry);
             }
             if self.is_closed() {
                 return None;
@@ -455,20 +491,41 @@ impl<T> BudgetedQueue<T> {
         }
     }
 
-    /// Removes (and releases) the items `keep` rejects, preserving order.
+    /// Removes (and releases) the items `keep` rejects, preserving order;
+    /// returns how many. A panic in `keep` leaves every item not yet
+    /// removed queued (with its charge) and is then resumed; removed items
+    /// are dropped after the queue's lock is released.
     pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) -> usize {
-        let mut state = self.inner.state.lock();
-        let before = state.items.len();
-        let mut released = 0;
-        state.items.retain(|entry| {
-            let kept = keep(&entry.item);
-            if !kept {
-                released += entry.permit.bytes();
+        let node = &self.inner.budget.node;
+        let mut guard = self.inner.state.lock();
+        let state = &mut *guard;
+        let mut remaining = std::mem::take(&mut state.items);
+        let mut kept = VecDeque::with_capacity(remaining.len());
+        let mut removed = Vec::new();
+        let mut panicked = None;
+        while let Some(entry) = remaining.pop_front() {
+            match catch_unwind(AssertUnwindSafe(|| keep(&entry.item))) {
+                Ok(true) => kept.push_back(entry),
+                Ok(false) => {
+                    state.retained_bytes -= entry.bytes;
+                    node.release(1, entry.bytes, entry.class);
+                    removed.push(entry.item);
+                }
+                Err(payload) => {
+                    kept.push_back(entry);
+                    kept.append(&mut remaining);
+                    panicked = Some(payload);
+                }
             }
-            kept
-        });
-        state.retained_bytes -= released;
-        before - state.items.len()
+        }
+        state.items = kept;
+        drop(guard);
+        let count = removed.len();
+        drop(removed);
+        if let Some(payload) = panicked {
+            resume_unwind(payload);
+        }
+        count
     }
 
     /// Closes the queue: pushes are refused, accepted items still drain,
@@ -532,11 +589,13 @@ impl<T> BudgetedQueue<T> {
         }
     }
 
-    fn enqueue(&self, state: &mut QueueState<T>, item: T, permit: ResourcePermit) {
-        state.retained_bytes += permit.bytes();
+    /// Queues `item` with the reservation the caller just made.
+    fn enqueue(&self, state: &mut QueueState<T>, item: T, bytes: usize, class: BudgetClass) {
+        state.retained_bytes += bytes;
         state.items.push_back(Entry {
             item,
-            permit,
+            bytes,
+            class,
             enqueued_at: self.now(),
         });
     }
@@ -561,7 +620,8 @@ impl<T> BudgetedQueue<T> {
         let mut dropped = 0;
         while self.head_is_stale(state) {
             if let Some(entry) = state.items.pop_front() {
-                state.retained_bytes -= entry.permit.bytes();
+                state.retained_bytes -= entry.bytes;
+                self.inner.budget.node.release(1, entry.bytes, entry.class);
                 dropped += 1;
             }
         }
@@ -584,8 +644,9 @@ impl<T> BudgetedQueue<T> {
 
     fn discard_all(&self, state: &mut QueueState<T>) -> usize {
         let replaced = state.items.len();
-        state.items.clear();
+        release_all(&self.inner.budget.node, &state.items);
         state.retained_bytes = 0;
+        state.items.clear();
         replaced
     }
 
@@ -595,5 +656,34 @@ impl<T> BudgetedQueue<T> {
         self.inner.budget.record_dropped(dropped as u64);
         self.inner.budget.record_slow_consumer_closed();
         self.wake_all();
+    }
+}
+
+/// Gives back the reservations of `entries` (one release per class), before
+/// the items themselves are dropped.
+fn release_all<T>(node: &Node, entries: &VecDeque<Entry<T>>) {
+    let (mut data, mut control) = ((0, 0), (0, 0));
+    for entry in entries {
+        let sum = match entry.class {
+            BudgetClass::Data => &mut data,
+            BudgetClass::Control => &mut control,
+        };
+        sum.0 += 1;
+        sum.1 += entry.bytes;
+    }
+    for ((count, bytes), class) in [(data, BudgetClass::Data), (control, BudgetClass::Control)] {
+        if count > 0 {
+            node.release(count, bytes, class);
+        }
+    }
+}
+
+impl<T> Drop for QueueInner<T> {
+    /// The last handle is gone: the entries still queued give their
+    /// reservations back.
+    fn drop(&mut self) {
+        let mut state = self.state.lock();
+        release_all(&self.budget.node, &state.items);
+        state.retained_bytes = 0;
     }
 }

@@ -300,20 +300,37 @@ impl Node {
         bytes: usize,
         class: BudgetClass,
     ) -> Result<ResourcePermit, BudgetRejection> {
+        self.reserve(bytes, class)?;
+        Ok(ResourcePermit::from_reserved(
+            Arc::clone(self),
+            bytes,
+            class,
+        ))
+    }
+
+    /// [`acquire`](Self::acquire) without a permit: the caller owns one
+    /// reservation of `bytes` and must give it back with
+    /// [`release`](Self::release) (a queue entry does, so queued items hold
+    /// no reference count of their own).
+    #[inline]
+    pub(crate) fn reserve(&self, bytes: usize, class: BudgetClass) -> Result<(), BudgetRejection> {
         if let Err((at, dimension)) = self.reserve_chain(1, bytes, class, true, None) {
             return Err(self.rejection(at, BudgetRejectionReason::Capacity(dimension)));
         }
         if let Some(closed) = self.closed_level() {
             let rejection = self.rejection(closed, BudgetRejectionReason::Closed);
-            self.release_chain(1, bytes, class, None);
-            self.tree.notify_released();
+            self.release(1, bytes, class);
             return Err(rejection);
         }
-        Ok(ResourcePermit {
-            node: Arc::clone(self),
-            bytes,
-            class,
-        })
+        Ok(())
+    }
+
+    /// Gives back `count` reservations of `bytes` in total (of one class)
+    /// along the whole chain and wakes waiting producers.
+    #[inline]
+    pub(crate) fn release(&self, count: usize, bytes: usize, class: BudgetClass) {
+        self.release_chain(count, bytes, class, None);
+        self.tree.notify_released();
     }
 
     pub(crate) fn current_count(&self) -> usize {
@@ -602,6 +619,12 @@ impl fmt::Debug for ResourcePermit {
 }
 
 impl ResourcePermit {
+    /// Takes ownership of one reservation made with [`Node::reserve`].
+    #[inline]
+    pub(crate) fn from_reserved(node: Arc<Node>, bytes: usize, class: BudgetClass) -> Self {
+        Self { node, bytes, class }
+    }
+
     /// The bytes this permit holds.
     pub const fn bytes(&self) -> usize {
         self.bytes
@@ -727,7 +750,6 @@ fn common_ancestor<'a>(a: &'a Node, b: &'a Node) -> Option<&'a Node> {
 
 impl Drop for ResourcePermit {
     fn drop(&mut self) {
-        self.node.release_chain(1, self.bytes, self.class, None);
-        self.node.tree.notify_released();
+        self.node.release(1, self.bytes, self.class);
     }
 }

@@ -297,17 +297,24 @@ impl<H> TaskTable<H> {
     /// free list lowest-slot-first, so a table that held a burst keeps only
     /// what its live tasks need (live records never move: their ids encode
     /// the slot). O(high water); amortized by `compact_below`.
+    ///
+    /// When no chunk can be given back (a live record sits in the last
+    /// chunk, as when tasks settle in spawn order) nothing is rebuilt and
+    /// `compact_below` stays: the check cost at most one chunk's worth of
+    /// slots, and the next removal checks again.
     fn compact(&mut self) {
         let highest_live = (0..self.high_water).rev().find(|slot| {
             self.hot(*slot)
                 .is_some_and(|record| record.next_free().is_none())
         });
         let high_water = highest_live.map_or(0, |slot| slot + 1);
-        self.chunks.truncate(
-            (high_water as usize)
-                .div_ceil(CHUNK_SLOTS)
-                .max(IDLE_RETAINED_CHUNKS),
-        );
+        let keep_chunks = (high_water as usize)
+            .div_ceil(CHUNK_SLOTS)
+            .max(IDLE_RETAINED_CHUNKS);
+        if keep_chunks >= self.chunks.len() {
+            return;
+        }
+        self.chunks.truncate(keep_chunks);
         self.high_water = high_water;
         self.free_head = NO_FREE;
         for slot in (0..high_water).rev() {
@@ -470,6 +477,30 @@ mod tests {
         let next = insert(&mut table);
         assert!(table.contains(next.1, next.0));
         assert_ne!(next.1, pinned.1);
+    }
+
+    /// Tasks settling in spawn order keep the live records in the last
+    /// chunks: compaction has nothing to give back and leaves the table
+    /// alone, and new tasks reuse the freed slots instead of growing it.
+    #[test]
+    fn a_burst_settling_in_spawn_order_reuses_its_slots() {
+        let mut table = TaskTable::new();
+        let burst: Vec<_> = (0..2_000).map(|_| insert(&mut table)).collect();
+        let chunks = table.chunks.len();
+        for (seq, slot) in &burst[..1_600] {
+            assert!(table.remove(*slot, *seq).is_some());
+        }
+        assert_eq!(table.len(), 400);
+        assert_eq!(table.high_water(), 2_000, "the last slot is still live");
+        assert_eq!(table.chunks.len(), chunks);
+        let refill: Vec<_> = (0..1_000).map(|_| insert(&mut table)).collect();
+        assert_eq!(table.high_water(), 2_000, "freed slots were reused");
+        assert_eq!(table.chunks.len(), chunks);
+        for (seq, slot) in burst[1_600..].iter().chain(&refill) {
+            assert!(table.remove(*slot, *seq).is_some());
+        }
+        assert_eq!(table.len(), 0);
+        assert_eq!(table.high_water(), 0);
     }
 
     #[test]

@@ -269,7 +269,12 @@ impl<H: AbortTarget, C> Gate<H, C> {
             .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
         state.next_local += 1;
-        home.live.fetch_add(1, Ordering::SeqCst);
+        // Only holders of this shard's lock change its count, so a plain
+        // store suffices here (no read-modify-write); the settlement's
+        // decrement stays SeqCst for the cross-shard idle handshake, and
+        // nothing waits for a count to rise.
+        home.live
+            .store(home.live.load(Ordering::Relaxed) + 1, Ordering::Release);
         Ok((seq, pack(local, shard)))
     }
 

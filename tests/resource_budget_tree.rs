@@ -393,7 +393,7 @@ fn reject_returns_the_item_and_never_exceeds_limits_under_2x_overload() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_until_deadline_admits_when_capacity_frees_and_returns_the_item_at_the_deadline() {
-    let (_, queue) = new_queue(1, 100, FullPolicy::WaitUntilDeadline);
+    let (budget, queue) = new_queue(1, 100, FullPolicy::WaitUntilDeadline);
     assert!(queue.try_push_data(1, 10).is_accepted());
     let started = Instant::now();
     let deadline = started + Duration::from_secs(2);
@@ -435,6 +435,9 @@ async fn wait_until_deadline_admits_when_capacity_frees_and_returns_the_item_at_
         ),
         (1, 2, 1)
     );
+    // The budget counts each waiting push's first refused attempt once,
+    // not the retries it made while waiting.
+    assert_eq!(budget.snapshot().rejected_count, 2);
     // An item that can never fit is refused at once.
     match queue
         .push_until(

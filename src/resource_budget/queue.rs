@@ -252,7 +252,7 @@ impl<T> BudgetedQueue<T> {
         retained_bytes: usize,
         class: BudgetClass,
     ) -> QueuePushOutcome<T> {
-        self.counted(self.push_once(item, retained_bytes, class))
+        self.counted(self.push_once(item, retained_bytes, class, true))
     }
 
     /// Counts a refused push once (in `rejected_count`).
@@ -263,8 +263,17 @@ impl<T> BudgetedQueue<T> {
         outcome
     }
 
-    /// One push attempt; a refusal is not counted here.
-    fn push_once(&self, item: T, retained_bytes: usize, class: BudgetClass) -> QueuePushOutcome<T> {
+    /// One push attempt; a refusal is not counted in the queue's
+    /// `rejected_count` here. A budget refusal is counted by the budget
+    /// only for a `first` attempt (a waiting push's retries are not new
+    /// refusals).
+    fn push_once(
+        &self,
+        item: T,
+        retained_bytes: usize,
+        class: BudgetClass,
+        first: bool,
+    ) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
         let mut state = inner.state.lock();
         if state.closed {
@@ -279,7 +288,7 @@ impl<T> BudgetedQueue<T> {
             }
             _ => 0,
         };
-        match inner.budget.node.reserve(retained_bytes, class) {
+        match inner.budget.node.reserve(retained_bytes, class, first) {
             Ok(()) => {
                 self.enqueue(&mut state, item, retained_bytes, class);
                 drop(state);
@@ -300,7 +309,8 @@ impl<T> BudgetedQueue<T> {
                     {
                         let replaced = self.discard_all(&mut state);
                         inner.budget.record_coalesced(replaced as u64);
-                        match inner.budget.node.reserve(retained_bytes, class) {
+                        // This push's first refusal was counted already.
+                        match inner.budget.node.reserve(retained_bytes, class, false) {
                             Ok(()) => {
                                 self.enqueue(&mut state, item, retained_bytes, class);
                                 drop(state);
@@ -354,7 +364,7 @@ impl<T> BudgetedQueue<T> {
         }
         // Fast path: no watcher registration while capacity is free. Only
         // the final outcome of the whole wait counts as a refusal.
-        let mut item = match self.push_once(item, retained_bytes, class) {
+        let mut item = match self.push_once(item, retained_bytes, class, true) {
             QueuePushOutcome::Rejected {
                 item,
                 rejection: QueuePushRejection::BudgetExhausted(rejection),
@@ -376,7 +386,7 @@ impl<T> BudgetedQueue<T> {
             let released = tree.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            match self.push_once(item, retained_bytes, class) {
+            match self.push_once(item, retained_bytes, class, false) {
                 QueuePushOutcome::Rejected {
                     item: returned,
                     rejection: QueuePushRejection::BudgetExhausted(rejection),

@@ -243,7 +243,8 @@ impl Node {
     }
 
     /// Reserves along the chain root → `self`; on failure everything this
-    /// call reserved is released and the failing level is returned.
+    /// call reserved is released and the failing level is returned (the
+    /// caller counts the rejection there, see [`refused`](Self::refused)).
     fn reserve_chain(
         &self,
         count: usize,
@@ -258,7 +259,6 @@ impl Node {
             }
         }
         if let Err(dimension) = self.reserve_level(count, bytes, class, rate) {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
             if let Some(parent) = self.parent.as_deref() {
                 parent.release_chain(count, bytes, class, stop_before);
             }
@@ -294,13 +294,19 @@ impl Node {
         }
     }
 
+    /// The rejection for a capacity refusal at `at`, counted there.
+    fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
+        at.rejected.fetch_add(1, Ordering::Relaxed);
+        self.rejection(at, BudgetRejectionReason::Capacity(dimension))
+    }
+
     /// Reserves one count and `bytes` root → leaf, then checks the gates.
     pub(crate) fn acquire(
         self: &Arc<Self>,
         bytes: usize,
         class: BudgetClass,
     ) -> Result<ResourcePermit, BudgetRejection> {
-        self.reserve(bytes, class)?;
+        self.reserve(bytes, class, true)?;
         Ok(ResourcePermit::from_reserved(
             Arc::clone(self),
             bytes,
@@ -311,11 +317,22 @@ impl Node {
     /// [`acquire`](Self::acquire) without a permit: the caller owns one
     /// reservation of `bytes` and must give it back with
     /// [`release`](Self::release) (a queue entry does, so queued items hold
-    /// no reference count of their own).
+    /// no reference count of their own). A capacity refusal is counted in
+    /// the refusing level's `rejected_count` only when `counted` (a waiting
+    /// push counts its first attempt, not its retries).
     #[inline]
-    pub(crate) fn reserve(&self, bytes: usize, class: BudgetClass) -> Result<(), BudgetRejection> {
+    pub(crate) fn reserve(
+        &self,
+        bytes: usize,
+        class: BudgetClass,
+        counted: bool,
+    ) -> Result<(), BudgetRejection> {
         if let Err((at, dimension)) = self.reserve_chain(1, bytes, class, true, None) {
-            return Err(self.rejection(at, BudgetRejectionReason::Capacity(dimension)));
+            return Err(if counted {
+                self.refused(at, dimension)
+            } else {
+                self.rejection(at, BudgetRejectionReason::Capacity(dimension))
+            });
         }
         if let Some(closed) = self.closed_level() {
             let rejection = self.rejection(closed, BudgetRejectionReason::Closed);
@@ -663,7 +680,7 @@ impl ResourcePermit {
         }
         let delta = bytes - self.bytes;
         if let Err((at, dimension)) = node.reserve_chain(0, delta, self.class, false, None) {
-            return Err(node.rejection(at, BudgetRejectionReason::Capacity(dimension)));
+            return Err(node.refused(at, dimension));
         }
         self.bytes = bytes;
         Ok(())
@@ -721,7 +738,7 @@ impl ResourcePermit {
                 target_node.reserve_chain(1, self.bytes, self.class, false, common)
             {
                 return Ok(PermitRebindOutcome::Rejected(
-                    target_node.rejection(at, BudgetRejectionReason::Capacity(dimension)),
+                    target_node.refused(at, dimension),
                 ));
             }
         }

@@ -686,7 +686,10 @@ fn every_removal_path_releases_its_reservation_in_its_class() {
         let permits: Vec<_> = std::iter::from_fn(|| budget.try_acquire_data(1).ok()).collect();
         permits.len()
     };
-    let fill = |queue: &BudgetedQueue<u32>| {
+    // A queue under `root` with four data and two control items queued.
+    let filled = |name: &str, policy| {
+        let budget = root.child(name, queue_limit(policy)).expect("fits");
+        let queue = BudgetedQueue::new(budget.clone());
         for item in 0..4 {
             assert!(queue.try_push_data(item, 10).is_accepted());
         }
@@ -694,14 +697,11 @@ fn every_removal_path_releases_its_reservation_in_its_class() {
             assert!(queue.try_push_control(item, 10).is_accepted());
         }
         assert_eq!(counts(&root), (6, 60));
+        (budget, queue)
     };
 
     // Pops (plain and budgeted) and retain.
-    let budget = root
-        .child("pops", queue_limit(FullPolicy::Reject))
-        .expect("fits");
-    let queue = BudgetedQueue::new(budget.clone());
-    fill(&queue);
+    let (budget, queue) = filled("pops", FullPolicy::Reject);
     assert_eq!(queue.try_pop(), Some(0));
     let item = queue.try_pop_budgeted().expect("queued");
     assert_eq!(counts(&budget), (5, 50), "a budgeted item keeps its charge");
@@ -727,11 +727,7 @@ fn every_removal_path_releases_its_reservation_in_its_class() {
     assert_eq!(counts(&root), (0, 0), "dropping the queue released item 5");
 
     // Coalescing replaces (and releases) the whole queued state.
-    let budget = root
-        .child("coalesce", queue_limit(FullPolicy::CoalesceLatest))
-        .expect("fits");
-    let queue = BudgetedQueue::new(budget.clone());
-    fill(&queue);
+    let (budget, queue) = filled("coalesce", FullPolicy::CoalesceLatest);
     assert!(matches!(
         queue.try_push_control(9, 10),
         QueuePushOutcome::Coalesced { replaced: 6 }
@@ -742,11 +738,7 @@ fn every_removal_path_releases_its_reservation_in_its_class() {
     assert_eq!(counts(&root), (0, 0));
 
     // A slow-consumer close drops everything queued.
-    let budget = root
-        .child("slow", queue_limit(FullPolicy::CloseSlowConsumer))
-        .expect("fits");
-    let queue = BudgetedQueue::new(budget.clone());
-    fill(&queue);
+    let (budget, queue) = filled("slow", FullPolicy::CloseSlowConsumer);
     assert!(!queue.try_push_control(9, 10).is_accepted());
     assert!(queue.is_closed() && queue.is_empty());
     assert_eq!(counts(&root), (0, 0));

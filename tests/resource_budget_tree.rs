@@ -505,8 +505,11 @@ fn promote_to_control_restores_a_data_rate_token() {
     assert_eq!(root.snapshot().current_count, 0);
 }
 
-#[test]
-fn drop_stale_drops_only_items_older_than_max_age() {
+/// A `process` tree on a manual clock, with one `DropStale` queue budget
+/// (4 items, 400 bytes, max age 5 s) shaped by `shape`.
+fn stale_budget(
+    shape: impl FnOnce(BudgetLimit) -> BudgetLimit,
+) -> (Arc<ManualClock>, ResourceBudgetTree, ResourceBudget) {
     let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
     let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock.clone())
         .expect("valid");
@@ -514,9 +517,18 @@ fn drop_stale_drops_only_items_older_than_max_age() {
         .root()
         .child(
             "queue",
-            BudgetLimit::new(4, 400, FullPolicy::DropStale).with_max_age(Duration::from_secs(5)),
+            shape(
+                BudgetLimit::new(4, 400, FullPolicy::DropStale)
+                    .with_max_age(Duration::from_secs(5)),
+            ),
         )
         .expect("fits");
+    (clock, tree, budget)
+}
+
+#[test]
+fn drop_stale_drops_only_items_older_than_max_age() {
+    let (clock, _tree, budget) = stale_budget(|limit| limit);
     let queue = BudgetedQueue::new(budget.clone());
     assert!(queue.try_push_data(1, 10).is_accepted());
     *clock.0.lock().expect("unpoisoned") = Duration::from_secs(3);
@@ -743,4 +755,151 @@ fn every_removal_path_releases_its_reservation_in_its_class() {
     assert!(queue.is_closed() && queue.is_empty());
     assert_eq!(counts(&root), (0, 0));
     assert_eq!(data_capacity(&budget), 4);
+}
+
+/// An item that records, when dropped, the count its budget still charges
+/// (and can be told to panic in its destructor).
+#[derive(Debug)]
+struct Witness {
+    budget: ResourceBudget,
+    seen: Arc<std::sync::Mutex<Vec<usize>>>,
+    panics: bool,
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let count = self.budget.snapshot().current_count;
+        self.seen.lock().expect("unpoisoned").push(count);
+        if self.panics {
+            panic!("item destructor panicked");
+        }
+    }
+}
+
+/// A clock that can be made to panic.
+#[derive(Debug, Default)]
+struct FailingClock(std::sync::atomic::AtomicBool);
+
+impl MonotonicClock for FailingClock {
+    fn now(&self) -> Duration {
+        assert!(
+            !self.0.load(std::sync::atomic::Ordering::SeqCst),
+            "clock failed"
+        );
+        Duration::ZERO
+    }
+}
+
+/// A discarded item is dropped while its reservation is still charged (the
+/// budget never shows memory a discarded item holds as free), and a
+/// panicking item destructor or a panicking clock still gives every
+/// reservation back.
+#[test]
+fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
+    let clock = Arc::new(FailingClock::default());
+    let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock.clone())
+        .expect("valid");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let witness = |budget: &ResourceBudget, panics: bool| Witness {
+        budget: budget.clone(),
+        seen: Arc::clone(&seen),
+        panics,
+    };
+    let take_seen = || std::mem::take(&mut *seen.lock().expect("unpoisoned"));
+
+    // Coalescing: the replaced items see the whole old state still charged.
+    let budget = tree
+        .root()
+        .child(
+            "coalesce",
+            BudgetLimit::new(2, 200, FullPolicy::CoalesceLatest),
+        )
+        .expect("fits");
+    let queue = BudgetedQueue::new(budget.clone());
+    for _ in 0..2 {
+        assert!(queue
+            .try_push_data(witness(&budget, false), 10)
+            .is_accepted());
+    }
+    assert!(matches!(
+        queue.try_push_data(witness(&budget, false), 10),
+        QueuePushOutcome::Coalesced { replaced: 2 }
+    ));
+    assert_eq!(take_seen(), [2, 2]);
+    // `retain` and dropping the queue: the same order.
+    assert!(queue
+        .try_push_data(witness(&budget, false), 10)
+        .is_accepted());
+    assert_eq!(queue.len(), 2);
+    assert_eq!(queue.retain(|_| false), 2);
+    assert_eq!(take_seen(), [2, 2]);
+    assert!(queue
+        .try_push_data(witness(&budget, false), 10)
+        .is_accepted());
+    drop(queue);
+    assert_eq!(take_seen(), [1]);
+    assert_eq!(counts(&budget), (0, 0));
+
+    // A destructor panicking while the state is replaced: every reservation
+    // (the discarded ones, the refused newcomer's none) is back.
+    let queue = BudgetedQueue::new(budget.clone());
+    assert!(queue
+        .try_push_data(witness(&budget, true), 10)
+        .is_accepted());
+    assert!(queue
+        .try_push_data(witness(&budget, false), 10)
+        .is_accepted());
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        queue.try_push_data(witness(&budget, false), 10)
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(take_seen(), [2, 2, 0], "both discarded, then the newcomer");
+    assert!(queue.is_empty());
+    assert_eq!(counts(&budget), (0, 0));
+
+    // A clock panicking between the reservation and the enqueue.
+    clock.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        queue.try_push_data(witness(&budget, false), 10)
+    }));
+    assert!(panicked.is_err());
+    clock.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(queue.is_empty());
+    assert_eq!(counts(&tree.root()), (0, 0), "the reservation went back");
+    assert_eq!(queue.snapshot().retained_bytes, 0);
+    take_seen();
+}
+
+/// The remaining removal paths: a stale drop and `recv`/`recv_budgeted`
+/// give the reservation back in its class (the queue keeps a control
+/// reserve, so a class mix-up shows in the data share).
+#[tokio::test(start_paused = true)]
+async fn stale_drops_and_receives_release_in_their_class() {
+    let (clock, tree, budget) =
+        stale_budget(|limit| limit.with_control_reserve(BudgetCapacity::new(1, 100)));
+    let queue = BudgetedQueue::new(budget.clone());
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    assert!(queue.try_push_control(2, 20).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(6);
+    assert!(matches!(
+        queue.try_push_data(3, 30),
+        QueuePushOutcome::DroppedStale { dropped: 2 }
+    ));
+    assert_eq!(counts(&budget), (1, 30));
+    let data: Vec<_> = std::iter::from_fn(|| budget.try_acquire_data(1).ok()).collect();
+    assert_eq!(data.len(), 2, "3 data slots, one held by item 3");
+    drop(data);
+    assert!(queue.try_push_control(4, 40).is_accepted());
+    assert_eq!(queue.recv().await, Some(3));
+    let item = queue.recv_budgeted().await.expect("queued");
+    assert_eq!(
+        counts(&budget),
+        (1, 40),
+        "a received budgeted item keeps its charge"
+    );
+    assert_eq!(item.retained_bytes(), 40);
+    drop(item);
+    assert_eq!(counts(&tree.root()), (0, 0));
+    let data: Vec<_> = std::iter::from_fn(|| budget.try_acquire_data(1).ok()).collect();
+    assert_eq!(data.len(), 3, "the data share is whole again");
 }

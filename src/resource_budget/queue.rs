@@ -9,8 +9,9 @@
 //! A queued entry holds its reservation without a reference count of its
 //! own (the queue already holds its budget): every path that removes an
 //! entry gives the reservation back (pop, stale drop, coalescing, retain,
-//! close of a slow consumer, and the queue's own drop), and only a
-//! [`BudgetedItem`] turns it into a [`ResourcePermit`].
+//! close of a slow consumer, and the queue's own drop), after dropping the
+//! item it discards, and only a [`BudgetedItem`] turns it into a
+//! [`ResourcePermit`].
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -290,7 +291,9 @@ impl<T> BudgetedQueue<T> {
         };
         match inner.budget.node.reserve(retained_bytes, class, first) {
             Ok(()) => {
+                let reserved = Release::one(&inner.budget.node, retained_bytes, class);
                 self.enqueue(&mut state, item, retained_bytes, class);
+                reserved.keep();
                 drop(state);
                 self.wake_reader();
                 if dropped > 0 {
@@ -312,7 +315,10 @@ impl<T> BudgetedQueue<T> {
                         // This push's first refusal was counted already.
                         match inner.budget.node.reserve(retained_bytes, class, false) {
                             Ok(()) => {
+                                let reserved =
+                                    Release::one(&inner.budget.node, retained_bytes, class);
                                 self.enqueue(&mut state, item, retained_bytes, class);
+                                reserved.keep();
                                 drop(state);
                                 self.wake_reader();
                                 QueuePushOutcome::Coalesced { replaced }
@@ -506,7 +512,9 @@ impl<T> BudgetedQueue<T> {
     /// removed queued (with its charge) and is then resumed; removed items
     /// are dropped after the queue's lock is released.
     pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) -> usize {
-        let node = &self.inner.budget.node;
+        // Declared before `removed`: while unwinding it is dropped after the
+        // removed items, so their reservations still go back.
+        let mut release = Release::new(&self.inner.budget.node);
         let mut guard = self.inner.state.lock();
         let state = &mut *guard;
         let mut remaining = std::mem::take(&mut state.items);
@@ -518,7 +526,7 @@ impl<T> BudgetedQueue<T> {
                 Ok(true) => kept.push_back(entry),
                 Ok(false) => {
                     state.retained_bytes -= entry.bytes;
-                    node.release(1, entry.bytes, entry.class);
+                    release.add(entry.bytes, entry.class);
                     removed.push(entry.item);
                 }
                 Err(payload) => {
@@ -532,6 +540,7 @@ impl<T> BudgetedQueue<T> {
         drop(guard);
         let count = removed.len();
         drop(removed);
+        drop(release);
         if let Some(payload) = panicked {
             resume_unwind(payload);
         }
@@ -601,13 +610,15 @@ impl<T> BudgetedQueue<T> {
 
     /// Queues `item` with the reservation the caller just made.
     fn enqueue(&self, state: &mut QueueState<T>, item: T, bytes: usize, class: BudgetClass) {
-        state.retained_bytes += bytes;
+        // The clock first: a panicking clock leaves the state unchanged.
+        let enqueued_at = self.now();
         state.items.push_back(Entry {
             item,
             bytes,
             class,
-            enqueued_at: self.now(),
+            enqueued_at,
         });
+        state.retained_bytes += bytes;
     }
 
     fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {
@@ -631,7 +642,9 @@ impl<T> BudgetedQueue<T> {
         while self.head_is_stale(state) {
             if let Some(entry) = state.items.pop_front() {
                 state.retained_bytes -= entry.bytes;
-                self.inner.budget.node.release(1, entry.bytes, entry.class);
+                let release = Release::one(&self.inner.budget.node, entry.bytes, entry.class);
+                drop(entry);
+                drop(release);
                 dropped += 1;
             }
         }
@@ -654,9 +667,10 @@ impl<T> BudgetedQueue<T> {
 
     fn discard_all(&self, state: &mut QueueState<T>) -> usize {
         let replaced = state.items.len();
-        release_all(&self.inner.budget.node, &state.items);
+        let release = Release::all(&self.inner.budget.node, &state.items);
         state.retained_bytes = 0;
         state.items.clear();
+        drop(release);
         replaced
     }
 
@@ -669,31 +683,81 @@ impl<T> BudgetedQueue<T> {
     }
 }
 
-/// Gives back the reservations of `entries` (one release per class), before
-/// the items themselves are dropped.
-fn release_all<T>(node: &Node, entries: &VecDeque<Entry<T>>) {
-    let (mut data, mut control) = ((0, 0), (0, 0));
-    for entry in entries {
-        let sum = match entry.class {
-            BudgetClass::Data => &mut data,
-            BudgetClass::Control => &mut control,
+/// Reservations to give back (one release per class) when this drops,
+/// also while unwinding. Created before the items holding them are dropped
+/// and dropped after them, so the budget never shows as free memory that
+/// discarded items still occupy, and a panicking item destructor still
+/// gives every reservation back.
+struct Release<'a> {
+    node: &'a Node,
+    /// (count, bytes) per class.
+    data: (usize, usize),
+    control: (usize, usize),
+}
+
+impl<'a> Release<'a> {
+    fn new(node: &'a Node) -> Self {
+        Self {
+            node,
+            data: (0, 0),
+            control: (0, 0),
+        }
+    }
+
+    fn one(node: &'a Node, bytes: usize, class: BudgetClass) -> Self {
+        let mut release = Self::new(node);
+        release.add(bytes, class);
+        release
+    }
+
+    fn all<T>(node: &'a Node, entries: &VecDeque<Entry<T>>) -> Self {
+        let mut release = Self::new(node);
+        for entry in entries {
+            release.add(entry.bytes, entry.class);
+        }
+        release
+    }
+
+    fn add(&mut self, bytes: usize, class: BudgetClass) {
+        let sum = match class {
+            BudgetClass::Data => &mut self.data,
+            BudgetClass::Control => &mut self.control,
         };
         sum.0 += 1;
-        sum.1 += entry.bytes;
+        sum.1 += bytes;
     }
-    for ((count, bytes), class) in [(data, BudgetClass::Data), (control, BudgetClass::Control)] {
-        if count > 0 {
-            node.release(count, bytes, class);
+
+    /// The reservations stay charged (an entry now holds them).
+    fn keep(mut self) {
+        self.data = (0, 0);
+        self.control = (0, 0);
+    }
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        for ((count, bytes), class) in [
+            (self.data, BudgetClass::Data),
+            (self.control, BudgetClass::Control),
+        ] {
+            if count > 0 {
+                self.node.release(count, bytes, class);
+            }
         }
     }
 }
 
 impl<T> Drop for QueueInner<T> {
     /// The last handle is gone: the entries still queued give their
-    /// reservations back.
+    /// reservations back once their items are dropped.
     fn drop(&mut self) {
-        let mut state = self.state.lock();
-        release_all(&self.budget.node, &state.items);
-        state.retained_bytes = 0;
+        let items = {
+            let mut state = self.state.lock();
+            state.retained_bytes = 0;
+            std::mem::take(&mut state.items)
+        };
+        let release = Release::all(&self.budget.node, &items);
+        drop(items);
+        drop(release);
     }
 }

@@ -494,6 +494,11 @@ mod tests {
         assert_eq!(table.high_water(), 2_000, "the last slot is still live");
         assert_eq!(table.chunks.len(), chunks);
         let refill: Vec<_> = (0..1_000).map(|_| insert(&mut table)).collect();
+        // The free list was never rebuilt lowest-first: slots come back in
+        // reverse settlement order.
+        for (index, (_, slot)) in refill.iter().enumerate() {
+            assert_eq!(*slot, burst[1_599 - index].1, "refill {index}");
+        }
         assert_eq!(table.high_water(), 2_000, "freed slots were reused");
         assert_eq!(table.chunks.len(), chunks);
         for (seq, slot) in burst[1_600..].iter().chain(&refill) {

@@ -381,9 +381,23 @@ impl<H: AbortTarget, C> Gate<H, C> {
         self.shards[shard].state.lock().table.contains(local, seq)
     }
 
-    /// Registered tasks (lock-free read, shard by shard: exact once the
-    /// gate is sealed, when the counts only fall).
+    /// Registered tasks at one moment.
+    ///
+    /// While the gate is open, a task on one shard may register another on
+    /// a shard already read and then settle, so a lock-free sum could read
+    /// zero for a group that was never empty: the count is then taken under
+    /// every shard lock (in index order, as the seal takes them). Once
+    /// sealed the counts only fall, and the lock-free sum is zero exactly
+    /// when the group is empty (the shutdown waits poll it without locks).
     pub(crate) fn len(&self) -> usize {
+        if self.phase() == OPEN {
+            let _held = self.shards.each_ref().map(|shard| shard.state.lock());
+            return self.live_sum();
+        }
+        self.live_sum()
+    }
+
+    fn live_sum(&self) -> usize {
         self.shards
             .iter()
             .map(|shard| shard.live.load(Ordering::SeqCst))

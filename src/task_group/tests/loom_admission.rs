@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::task_group::identity::{TaskKind, TaskName, TaskResult};
 use crate::task_group::registry::AbortTarget;
-use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN};
+use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN, SHARDS};
 
 /// Records abort calls instead of aborting a Tokio task.
 #[derive(Debug, Clone)]
@@ -170,5 +170,41 @@ fn loom_no_poisoning_after_the_seal() {
         if !poisoned_when_sealed {
             assert!(!gate.is_poisoned(), "poisoned after the seal");
         }
+    });
+}
+
+/// A task registered on a later shard spawns one on an earlier shard and
+/// then settles: the group is never empty, so a concurrent count on the
+/// open gate never reads zero (a lock-free shard-by-shard sum could read the
+/// earlier shard before the spawn and the later one after the settlement).
+#[test]
+fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        // Registrations rotate over the shards under loom: fill shards
+        // 0..SHARDS-1 so the next one lands in shard 0 again, and keep only
+        // the task in the last shard.
+        let mut last = None;
+        for _ in 0..SHARDS {
+            if let Some((seq, slot)) = last.replace(register(&gate).expect("open")) {
+                gate.settle(slot, seq, TaskResult::Completed);
+            }
+        }
+        let (seq, slot) = last.expect("a task in the last shard");
+        assert_eq!(gate.len(), 1);
+
+        let spawner = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                let child = register(&gate).expect("open");
+                gate.settle(slot, seq, TaskResult::Completed);
+                child
+            })
+        };
+        assert!(gate.len() >= 1, "the group is never empty");
+        let (child_seq, child_slot) = spawner.join().expect("spawner");
+        assert_eq!(gate.len(), 1);
+        gate.settle(child_slot, child_seq, TaskResult::Completed);
+        assert_eq!(gate.len(), 0);
     });
 }

@@ -289,11 +289,13 @@ impl<T> BudgetedQueue<T> {
             }
             _ => 0,
         };
+        // The clock before the reservation: nothing can fail between a
+        // reservation and its entry being queued (a panicking user clock
+        // leaves nothing reserved).
+        let now = self.now();
         match inner.budget.node.reserve(retained_bytes, class, first) {
             Ok(()) => {
-                let reserved = Release::one(&inner.budget.node, retained_bytes, class);
-                self.enqueue(&mut state, item, retained_bytes, class);
-                reserved.keep();
+                self.enqueue(&mut state, item, retained_bytes, class, now);
                 drop(state);
                 self.wake_reader();
                 if dropped > 0 {
@@ -315,10 +317,7 @@ impl<T> BudgetedQueue<T> {
                         // This push's first refusal was counted already.
                         match inner.budget.node.reserve(retained_bytes, class, false) {
                             Ok(()) => {
-                                let reserved =
-                                    Release::one(&inner.budget.node, retained_bytes, class);
-                                self.enqueue(&mut state, item, retained_bytes, class);
-                                reserved.keep();
+                                self.enqueue(&mut state, item, retained_bytes, class, now);
                                 drop(state);
                                 self.wake_reader();
                                 QueuePushOutcome::Coalesced { replaced }
@@ -608,10 +607,16 @@ impl<T> BudgetedQueue<T> {
         }
     }
 
-    /// Queues `item` with the reservation the caller just made.
-    fn enqueue(&self, state: &mut QueueState<T>, item: T, bytes: usize, class: BudgetClass) {
-        // The clock first: a panicking clock leaves the state unchanged.
-        let enqueued_at = self.now();
+    /// Queues `item` with the reservation the caller just made, stamped
+    /// `enqueued_at` (read before the reservation).
+    fn enqueue(
+        &self,
+        state: &mut QueueState<T>,
+        item: T,
+        bytes: usize,
+        class: BudgetClass,
+        enqueued_at: Duration,
+    ) {
         state.items.push_back(Entry {
             item,
             bytes,
@@ -725,12 +730,6 @@ impl<'a> Release<'a> {
         };
         sum.0 += 1;
         sum.1 += bytes;
-    }
-
-    /// The reservations stay charged (an entry now holds them).
-    fn keep(mut self) {
-        self.data = (0, 0);
-        self.control = (0, 0);
     }
 }
 

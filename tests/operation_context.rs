@@ -859,3 +859,38 @@ impl Drop for BlockingDrop {
         let _ = self.release.lock().expect("unpoisoned").recv();
     }
 }
+
+/// The deadline timer fires up to a driver tick late; a task woken by its
+/// own work after its deadline has passed is still stopped by the deadline
+/// (invariant 38: the deadline outranks completion), not completed.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_before_a_later_poll_wins_over_completion() {
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = op_in(Duration::from_millis(10));
+    let (finish, finished) = oneshot::channel::<()>();
+    let ran_to_end = Arc::new(AtomicBool::new(false));
+    group
+        .spawn_operation(&op, "request", {
+            let ran_to_end = Arc::clone(&ran_to_end);
+            async move {
+                let _ = finished.await;
+                ran_to_end.store(true, Ordering::SeqCst);
+            }
+        })
+        .expect("open");
+    // First poll: the work is pending, the wake-ups (and the timer) armed.
+    tokio::task::yield_now().await;
+    // The work becomes ready, and the clock passes the deadline before the
+    // task runs again and before the driver fires the timer.
+    finish.send(()).expect("task waiting");
+    tokio::time::advance(Duration::from_millis(20)).await;
+    assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+        .await
+        .expect("owner"));
+    assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
+    assert!(
+        !ran_to_end.load(Ordering::SeqCst),
+        "the work was not resumed"
+    );
+}

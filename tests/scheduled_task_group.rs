@@ -598,3 +598,39 @@ async fn observer_sees_selected_schedules_without_owning_them() {
         "weak: the scheduler is gone"
     );
 }
+
+/// `Duration::MAX` as a period or an initial delay means "not again" /
+/// "not yet": the driver saturates at a far-future tick instead of
+/// overflowing the clock (which would panic it and poison the group).
+#[tokio::test(start_paused = true)]
+async fn duration_max_periods_and_delays_never_overflow_the_clock() {
+    let (_harness, scheduler) = scheduler("maintenance");
+    let recorder = Recorder::new();
+    let once = ScheduledTaskConfig::fixed_delay("once", Duration::MAX);
+    scheduler
+        .schedule(
+            once,
+            ScheduledExecutionPolicy::default(),
+            recorder.task(ms(3)),
+        )
+        .expect("registered");
+    let never = ScheduledTaskConfig::fixed_rate_no_overlap("never", ms(10))
+        .with_initial_delay(Duration::MAX);
+    scheduler
+        .schedule(
+            never,
+            ScheduledExecutionPolicy::default(),
+            recorder.task(ms(3)),
+        )
+        .expect("registered");
+    until(&recorder, 1_000).await;
+    assert_eq!(recorder.starts(), [0], "one run of `once`, none of `never`");
+    assert_eq!(
+        scheduler.group().lifecycle_state(),
+        TaskGroupLifecycleState::Open,
+        "no driver panicked"
+    );
+    let report = scheduler.shutdown(Duration::from_secs(1)).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(report.panicked, 0);
+}

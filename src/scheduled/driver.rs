@@ -34,6 +34,7 @@ use crate::loom::Arc;
 use crate::operation::OperationContext;
 use crate::scheduled::config::{ScheduleMode, ScheduledTaskControl};
 use crate::scheduled::metrics::Schedule;
+use crate::shutdown_deadline::saturating_add;
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
 
 /// One run's future, type-erased at registration (one allocation per run).
@@ -97,7 +98,8 @@ impl Driver {
         let period = config.period;
         let pending_limit = schedule.policy.missed_ticks.pending_limit();
         let cancelled = self.runs.group.cancellation_token();
-        let mut expected = Instant::now() + config.initial_delay;
+        // Saturating: `Duration::MAX` ("never") must not overflow the clock.
+        let mut expected = saturating_add(Instant::now(), config.initial_delay);
         let mut pending = 0usize;
         loop {
             // Wait for the tick; start pending runs as slots free.
@@ -131,7 +133,7 @@ impl Driver {
                     // Timed out: the run's future is dropped, a failure.
                     None => drop(ticket),
                 }
-                expected = Instant::now() + period;
+                expected = saturating_add(Instant::now(), period);
                 continue;
             }
             let missed = 1 + overdue.as_nanos() / period.as_nanos();
@@ -182,14 +184,13 @@ async fn bounded(run: RunFuture, limit: Option<Duration>) -> Option<ScheduledTas
 }
 
 /// `expected + missed·period`. The step is at most `overdue + period`, so
-/// it stays close to the current time; `expected` itself is returned only
-/// if the clock could not represent it.
+/// it stays close to the current time; a sum the clock cannot represent
+/// saturates at a far-future horizon (never at `expected`, which has
+/// passed: that would fire again at once).
 fn advance(expected: Instant, period: Duration, missed: u128) -> Instant {
     let step = period
         .as_nanos()
         .saturating_mul(missed)
         .min(u128::from(u64::MAX));
-    expected
-        .checked_add(Duration::from_nanos(step as u64))
-        .unwrap_or(expected)
+    saturating_add(expected, Duration::from_nanos(step as u64))
 }

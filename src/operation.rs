@@ -226,15 +226,21 @@ impl OperationContext {
     /// its future at its next poll (outcome `Cancelled`, or `OwnerCancelled`
     /// if the owner was cancelled too). Does not wait.
     pub fn cancel(&self) {
-        let shared = &*self.shared;
-        if shared.gate.cancel() {
-            shared.notify.notify_waiters();
-            shared.gate.locked(|| {
-                if let Some(token) = shared.token.get() {
-                    token.cancel();
-                }
-            });
+        if self.shared.gate.cancel() {
+            self.announce_cancel();
         }
+    }
+
+    /// Wakes the tasks of an operation just cancelled and cancels its
+    /// token (the first cancellation only).
+    pub(crate) fn announce_cancel(&self) {
+        let shared = &*self.shared;
+        shared.notify.notify_waiters();
+        shared.gate.locked(|| {
+            if let Some(token) = shared.token.get() {
+                token.cancel();
+            }
+        });
     }
 
     /// A token cancelled when this operation is cancelled, for code that

@@ -128,6 +128,26 @@ impl OperationGate {
         previous & ACTIVE == 1 && previous & WATCHERS != 0
     }
 
+    /// Closes admission (with `cancel`, also marks the operation cancelled)
+    /// unless it is bound to a group other than `group`, which changes
+    /// nothing. Serialised with the first submission, which binds under
+    /// the same lock: no other group can bind between the check and the
+    /// close. `Ok(true)` when this call cancelled the operation first.
+    pub(crate) fn close_for(&self, group: u64, cancel: bool) -> Result<bool, Refused> {
+        let _binding = self.bind.lock();
+        match self.owner.load(Ordering::Acquire) {
+            UNBOUND => {}
+            owner if owner == group => {}
+            _ => return Err(Refused::WrongOwner),
+        }
+        if cancel {
+            Ok(self.cancel())
+        } else {
+            self.close();
+            Ok(false)
+        }
+    }
+
     /// Closes admission. Running tasks are unaffected.
     pub(crate) fn close(&self) {
         self.state.fetch_or(CLOSED, Ordering::SeqCst);

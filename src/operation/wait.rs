@@ -103,8 +103,7 @@ impl OperationContext {
         owner: &TaskGroup,
         timeout: Duration,
     ) -> RuntimeResult<bool> {
-        self.check_owner(owner)?;
-        self.cancel();
+        self.close_for(owner, true)?;
         self.wait(owner, timeout).await
     }
 
@@ -123,8 +122,7 @@ impl OperationContext {
         owner: &TaskGroup,
         deadline: ShutdownDeadline,
     ) -> RuntimeResult<bool> {
-        self.check_owner(owner)?;
-        self.cancel();
+        self.close_for(owner, true)?;
         self.wait_until(owner, deadline).await
     }
 
@@ -158,8 +156,7 @@ impl OperationContext {
         owner: &TaskGroup,
         policy: OperationWaitPolicy,
     ) -> RuntimeResult<OperationWaitOutcome> {
-        self.check_owner(owner)?;
-        self.close_admission();
+        self.close_for(owner, false)?;
         if self.settle_until(policy.graceful()).await {
             return Ok(OperationWaitOutcome::Completed);
         }
@@ -182,6 +179,24 @@ impl OperationContext {
                 RuntimeOperation::OperationOwner,
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// Closes admission (`cancel`: cancels) unless `owner` is not the bound
+    /// owner, atomically with the binding: a group binding the operation
+    /// concurrently either did so first (and this fails, changing nothing)
+    /// or is refused afterwards.
+    fn close_for(&self, owner: &TaskGroup, cancel: bool) -> RuntimeResult<()> {
+        match self.shared().gate.close_for(owner.id().as_u64(), cancel) {
+            Ok(cancelled_first) => {
+                if cancelled_first {
+                    self.announce_cancel();
+                }
+                Ok(())
+            }
+            Err(_) => Err(RuntimeError::internal_failure(
+                RuntimeOperation::OperationOwner,
+            )),
         }
     }
 

@@ -94,3 +94,33 @@ fn loom_operation_first_submissions_bind_one_owner() {
         assert_eq!(gate.active(), 1);
     });
 }
+
+/// A wait's owner check racing a first submission into another group:
+/// either the other group bound first and the close fails (changing
+/// nothing), or the close happened first and the other group is refused.
+/// Never both a successful close for group 1 and a binding to group 2.
+#[test]
+fn loom_operation_close_for_an_owner_races_a_binding_submission() {
+    loom::model(|| {
+        let gate = Arc::new(OperationGate::default());
+        let submitter = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || submit(&gate, 2).is_ok())
+        };
+        let closed = gate.close_for(1, false);
+        let bound = submitter.join().expect("submitter");
+        match closed {
+            Ok(_) => {
+                assert!(!bound, "closed for group 1: group 2 cannot bind");
+                assert_eq!(gate.owner(), None);
+                assert!(gate.is_closed());
+            }
+            Err(refused) => {
+                assert_eq!(refused, Refused::WrongOwner);
+                assert!(bound);
+                assert_eq!(gate.owner(), Some(2));
+                assert!(!gate.is_closed(), "a wrong owner changes nothing");
+            }
+        }
+    });
+}

@@ -599,3 +599,60 @@ fn panics_queue_timeouts_conditions_and_isolated_evidence() {
     assert_eq!(&*report.blocking_tasks[0].name, "isolated-work");
     held.open();
 }
+
+/// A managed submission admitted by its lane can still wait in Tokio's
+/// blocking pool when isolated executors fill it. If its operation deadline
+/// passes before a pool thread picks it up, the closure never runs
+/// (invariant 59): the caller gets `TimedOut` and the record goes away.
+#[test]
+fn a_closure_that_reaches_a_pool_thread_after_its_deadline_never_runs() {
+    let lanes = Lanes::default();
+    let (owner, store) = owner(&lanes);
+    // Fill every Tokio blocking thread (capacity 3 + headroom 2) through an
+    // isolated executor, which the managed capacity does not count.
+    let isolated = BlockingExecutor::new_isolated(
+        BlockingPoolPolicy {
+            name: "bulk".to_owned(),
+            max_concurrency: 16,
+            max_queue_depth: 16,
+            ..BlockingPoolPolicy::default()
+        },
+        store.task_group().clone(),
+    )
+    .expect("valid");
+    let mut config = RuntimeConfig::for_parallelism("blocking", 2);
+    config.max_blocking_threads = lanes.capacity;
+    let pool = config.tokio_blocking_threads();
+    let mut held = Vec::new();
+    let mut running = Vec::new();
+    for _ in 0..pool {
+        let (gate, work) = gate();
+        running.push(submit_task(&owner, &isolated, "bulk", work));
+        gate.wait_started();
+        held.push(gate);
+    }
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let storage = store.storage_io();
+    let error = owner
+        .block_on(storage.spawn_io_until(
+            "late",
+            ShutdownDeadline::after(Duration::from_millis(100)),
+            move || flag.store(true, Ordering::SeqCst),
+        ))
+        .expect_err("no pool thread before the deadline");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    for gate in held {
+        gate.open();
+    }
+    for task in running {
+        owner
+            .block_on(async move { task.await.expect("joins") })
+            .expect("ran");
+    }
+    let probe = storage.clone();
+    owner.block_on(until("the late job is picked up and dropped", move || {
+        probe.snapshot().blocking_still_running == 0 && probe.snapshot().queued == 0
+    }));
+    assert!(!ran.load(Ordering::SeqCst), "started after its deadline");
+}

@@ -457,7 +457,6 @@ impl BlockingExecutor {
             ));
         }
         let started = Instant::now();
-        table.mark(record.id(), BlockingTaskState::Running);
         let abandoned = Abandoned {
             table: Arc::clone(table),
             id: record.id(),
@@ -467,6 +466,10 @@ impl BlockingExecutor {
             work: Some(work),
             permit: Some(permit),
             record: Some(record),
+            start: Some(StartCheck {
+                inner: Arc::clone(&self.inner),
+                deadline: operation_deadline,
+            }),
         };
         let handle = inner.handle.spawn_blocking(move || job.run());
         let caller_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
@@ -475,9 +478,20 @@ impl BlockingExecutor {
         let result = tokio::time::timeout_at(caller_deadline.tokio_instant(), handle).await;
         let mut abandoned = abandoned;
         match result {
-            Ok(Ok(value)) => {
+            Ok(Ok(Some(value))) => {
                 abandoned.armed = false;
                 Ok(value)
+            }
+            // Tokio's blocking pool started the job only after the scope
+            // closed or the operation deadline passed: the closure never
+            // ran; its permit and record are already back.
+            Ok(Ok(None)) => {
+                abandoned.armed = false;
+                Err(if inner.admits() {
+                    RuntimeError::timed_out(RuntimeOperation::BlockingTaskDeadline)
+                } else {
+                    RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission)
+                })
             }
             Ok(Err(join)) => {
                 abandoned.armed = false;
@@ -513,6 +527,8 @@ impl BlockingExecutor {
             work: Some(Box::new(work) as Box<dyn FnOnce() + Send>),
             permit: Some(permit),
             record: Some(record),
+            // A detached closure settles its own work: it always runs.
+            start: None,
         };
         drop(inner.handle.spawn_blocking(move || job.run()));
         Ok(())
@@ -615,16 +631,37 @@ struct BlockingJob<R> {
     work: Option<Box<dyn FnOnce() -> R + Send>>,
     permit: Option<AdmissionPermit>,
     record: Option<RecordGuard>,
+    /// Checked when a Tokio blocking thread picks the job up (the pool may
+    /// queue it behind other work); `None` for detached closures.
+    start: Option<StartCheck>,
+}
+
+/// Whether a job may still start: its scope admits work and its operation
+/// deadline has not passed (invariant 59: expired before start, the
+/// closure never runs).
+struct StartCheck {
+    inner: Arc<ExecutorInner>,
+    deadline: ShutdownDeadline,
 }
 
 impl<R> BlockingJob<R> {
-    fn run(mut self) -> R {
+    /// Runs the closure, or returns `None` without running it when the
+    /// start check fails (the permit and the record go back either way).
+    fn run(mut self) -> Option<R> {
+        if let Some(start) = self.start.take() {
+            if !start.inner.admits() || start.deadline.is_expired() {
+                return None;
+            }
+            if let Some(record) = &self.record {
+                record.mark_started();
+            }
+        }
         let work = self.work.take();
         // The closure's captures are dropped when it returns (or unwinds).
         let result = catch_unwind(AssertUnwindSafe(move || work.map(|work| work())));
         drop(self);
         match result {
-            Ok(Some(value)) => value,
+            Ok(Some(value)) => Some(value),
             Ok(None) => unreachable_job(),
             Err(payload) => resume_unwind(payload),
         }

@@ -195,6 +195,17 @@ impl RecordGuard {
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
+
+    /// The closure starts: `Queued` becomes `Running` (a record the caller
+    /// already gave up on stays `TimedOutStillRunning`).
+    pub(crate) fn mark_started(&self) {
+        if let Some(record) = self.table.records.lock().get_mut(&self.id) {
+            if record.state == BlockingTaskState::Queued {
+                record.since = Instant::now();
+                record.state = BlockingTaskState::Running;
+            }
+        }
+    }
 }
 
 impl Drop for RecordGuard {

@@ -634,3 +634,38 @@ async fn duration_max_periods_and_delays_never_overflow_the_clock() {
     assert!(report.is_healthy(), "{}", report.to_json());
     assert_eq!(report.panicked, 0);
 }
+
+/// A run settling exactly when the next tick comes due: the pending run
+/// takes the freed slot and the new tick becomes the pending one; nothing
+/// is skipped. Period 10, `CoalesceLatest`, a first run of 20 and later
+/// runs of 1:
+///
+/// ```text
+/// ms    0         10        20 21      30
+///       AAAAAAAAAAAAAAAAAAAA B  C      D
+///                 ^ pending  ^ B from the pending tick, the 20 tick pends
+/// ```
+#[tokio::test(start_paused = true)]
+async fn a_tick_coming_due_as_a_run_settles_keeps_the_pending_run() {
+    let (_harness, scheduler) = scheduler("maintenance");
+    let recorder = Recorder::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
+    let run = recorder.clone();
+    scheduler
+        .schedule(
+            config,
+            ScheduledExecutionPolicy::serial(MissedTickPolicy::CoalesceLatest),
+            move || {
+                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+                Box::pin(run.run(if first { ms(20) } else { ms(1) }))
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+            },
+        )
+        .expect("registered");
+    until(&recorder, 35).await;
+    assert_eq!(recorder.starts(), [0, 20, 21, 30]);
+    let snapshot = only(&scheduler);
+    assert_eq!(snapshot.skips, 0, "no tick was lost");
+    assert_eq!(recorder.max_active.load(Ordering::SeqCst), 1);
+}

@@ -136,6 +136,13 @@ impl Driver {
                 expected = saturating_add(Instant::now(), period);
                 continue;
             }
+            // Pending runs are older than this tick: a run that settled
+            // while the tick came due frees its slot for them first (the
+            // biased wait saw the tick before the settlement).
+            while pending > 0 && schedule.has_free_slot() {
+                pending -= 1;
+                self.start_run();
+            }
             let missed = 1 + overdue.as_nanos() / period.as_nanos();
             let mut remaining = missed;
             while remaining > 0 && pending == 0 && schedule.has_free_slot() {

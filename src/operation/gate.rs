@@ -6,7 +6,8 @@
 //! | --- | --- |
 //! | 63 `CLOSED` | admission is closed (`close_admission`, `cancel`, `wait_with_policy`) |
 //! | 62 `CANCELLED` | the operation is cancelled (implies `CLOSED`) |
-//! | 32..62 | idle watchers (waits in progress) |
+//! | 61 `ABORTING` | `wait_with_policy` is aborting the tasks (implies `CLOSED`) |
+//! | 32..61 | idle watchers (waits in progress) |
 //! | 0..32 | accepted tasks whose settlement has not been published |
 //!
 //! An admission is one compare-and-swap that adds one only while `CLOSED`
@@ -31,8 +32,9 @@ use crate::loom::{AtomicU64, Mutex, Ordering};
 
 const CLOSED: u64 = 1 << 63;
 const CANCELLED: u64 = 1 << 62;
+const ABORTING: u64 = 1 << 61;
 const WATCHER: u64 = 1 << 32;
-const WATCHERS: u64 = (CANCELLED - 1) & !ACTIVE;
+const WATCHERS: u64 = (ABORTING - 1) & !ACTIVE;
 const ACTIVE: u64 = WATCHER - 1;
 /// No owner group bound yet (group ids start at 1).
 const UNBOUND: u64 = 0;
@@ -146,6 +148,19 @@ impl OperationGate {
             self.close();
             Ok(false)
         }
+    }
+
+    /// Closes admission and marks the tasks as being aborted: a submission
+    /// admitted before the close but registered with its owner only after
+    /// the abort walk passed sees the mark (SeqCst, after registering) and
+    /// aborts its own task, so a hard stop misses no task.
+    pub(crate) fn start_aborting(&self) {
+        self.state.fetch_or(CLOSED | ABORTING, Ordering::SeqCst);
+    }
+
+    /// True once [`start_aborting`](Self::start_aborting) ran.
+    pub(crate) fn is_aborting(&self) -> bool {
+        self.state.load(Ordering::SeqCst) & ABORTING != 0
     }
 
     /// Closes admission. Running tasks are unaffected.

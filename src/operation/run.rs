@@ -287,7 +287,15 @@ where
         })
     });
     match submitted {
-        Ok((id, _detached)) => Ok(id),
+        Ok((id, _detached)) => {
+            // Admitted before `wait_with_policy` closed admission, but
+            // registered after its abort walk may have passed: abort it
+            // here (the walk or this check sees the task, never neither).
+            if shared.gate.is_aborting() {
+                group.abort_task(id);
+            }
+            Ok(id)
+        }
         Err(Submission::Refused(Refused::Closed)) => {
             Err(RuntimeError::closed(RuntimeOperation::SpawnOperation))
         }

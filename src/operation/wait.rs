@@ -139,6 +139,9 @@ impl OperationContext {
     ///   confirmation deadline on a current-thread runtime, an aborted task
     ///   cannot be dropped before this returns.
     ///
+    /// The abort misses no task: one admitted before admission closed but
+    /// still registering with its owner during the abort aborts itself.
+    ///
     /// Call [`cancel`](Self::cancel) first to request cooperative
     /// cancellation; this call does not cancel.
     ///
@@ -160,6 +163,8 @@ impl OperationContext {
         if self.settle_until(policy.graceful()).await {
             return Ok(OperationWaitOutcome::Completed);
         }
+        // Before the walk: a submission still registering aborts itself.
+        self.shared().gate.start_aborting();
         self.abort_tasks(owner)?;
         if self.settle_until(policy.confirmation()).await {
             return Ok(OperationWaitOutcome::AbortConfirmed);

@@ -124,3 +124,54 @@ fn loom_operation_close_for_an_owner_races_a_binding_submission() {
         }
     });
 }
+
+/// `wait_with_policy`'s hard stop racing a submission admitted before the
+/// close but registering with its owner during the abort walk: the task is
+/// aborted either by the walk or by the submitter itself, never missed.
+#[test]
+fn loom_operation_hard_stop_misses_no_registering_task() {
+    use crate::task_group::registry::AbortTarget;
+    use crate::task_group::state::{Gate, OPEN};
+    use crate::task_group::{TaskKind, TaskName};
+
+    #[derive(Debug)]
+    struct NoHandle;
+    impl AbortTarget for NoHandle {
+        fn abort(&self) {}
+    }
+    let tag = std::num::NonZeroU64::new(7).expect("non-zero");
+
+    loom::model(move || {
+        let gate = Arc::new(OperationGate::default());
+        let owner: Arc<Gate<NoHandle, ()>> = Arc::new(Gate::new(OPEN));
+        let submitter = {
+            let (gate, owner) = (Arc::clone(&gate), Arc::clone(&owner));
+            thread::spawn(move || {
+                let registered = gate.submit(1, || {
+                    owner.register(
+                        TaskName::from("task"),
+                        TaskKind::Worker,
+                        tokio::time::Instant::now(),
+                        Some(tag),
+                    )
+                });
+                if let Ok((seq, slot)) = registered {
+                    if gate.is_aborting() {
+                        assert!(owner.abort(slot, seq));
+                    }
+                }
+                registered.is_ok()
+            })
+        };
+        gate.close();
+        gate.start_aborting();
+        owner.abort_matching(false, |info| info.operation == Some(tag));
+        let accepted = submitter.join().expect("submitter");
+        let aborted = owner.snapshot(0).counters.live_abort_requested;
+        assert_eq!(
+            aborted,
+            u64::from(accepted),
+            "an accepted task is always asked to abort"
+        );
+    });
+}

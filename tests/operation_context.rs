@@ -894,3 +894,52 @@ async fn a_deadline_passed_before_a_later_poll_wins_over_completion() {
         "the work was not resumed"
     );
 }
+
+/// A future whose destructor calls back into its operation.
+struct CallsBackOnDrop(OperationContext);
+
+impl std::future::Future for CallsBackOnDrop {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for CallsBackOnDrop {
+    fn drop(&mut self) {
+        // Takes the operation's lock that a first submission holds while
+        // it binds the operation to its owner.
+        let _token = self.0.cancellation_token();
+    }
+}
+
+/// On a runtime that has shut down, Tokio drops a spawned future inline. A
+/// first (binding) submission must not hold the operation's binding lock
+/// then: the future's destructor and the outcome observer may call back
+/// into the operation. The task settles as aborted; nothing deadlocks.
+#[test]
+fn a_first_submission_dropped_inline_by_a_stopped_runtime_does_not_deadlock() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let harness = runtime.block_on(async { harness("gone") });
+    let group = harness.root_group().clone();
+    drop(runtime);
+    let (done, finished) = std::sync::mpsc::channel();
+    let submitter = std::thread::spawn(move || {
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        let spawned = group.spawn_operation(&op, "dropped", CallsBackOnDrop(op.clone()));
+        let _ = done.send((spawned.is_ok(), op.outcomes(), op.active_task_count()));
+    });
+    let (accepted, outcomes, active) = finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("hang guard: the first submission deadlocked");
+    submitter.join().expect("submitter");
+    assert!(accepted, "registered, then dropped by the stopped runtime");
+    assert_eq!(active, 0);
+    assert!(
+        outcomes.contains(&(OperationOutcome::Aborted, 1)),
+        "{outcomes:?}"
+    );
+}

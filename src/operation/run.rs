@@ -275,19 +275,23 @@ where
     if shared.deadline().is_some_and(|deadline| deadline <= now) {
         return Err(RuntimeError::closed(RuntimeOperation::SpawnOperation));
     }
-    let run = OperationRun::new(draining, future);
     let kind = operation.task_kind();
+    // Admission and registration only: the first submission holds the
+    // gate's binding lock through them, and Tokio may drop the future
+    // inline (a runtime shutting down), running user destructors and
+    // observers that may call back into this operation. The task is
+    // launched after the lock is released.
     let submitted = shared.gate.submit(group.id().as_u64(), || {
-        group.spawn_settled(name, kind, now, Some(shared.id()), run, |task| {
-            OperationSettlement {
+        group.register_task(name, kind, now, Some(shared.id()))
+    });
+    match submitted {
+        Ok(registration) => {
+            let run = OperationRun::new(draining, future);
+            let (id, _detached) = group.launch(registration, run, |task| OperationSettlement {
                 task,
                 operation: Arc::clone(shared),
                 kind,
-            }
-        })
-    });
-    match submitted {
-        Ok((id, _detached)) => {
+            });
             // Admitted before `wait_with_policy` closed admission, but
             // registered after its abort walk may have passed: abort it
             // here (the walk or this check sees the task, never neither).

@@ -37,6 +37,15 @@ macro_rules! with_inline_limit {
 }
 pub(crate) use with_inline_limit;
 
+/// A task registered under the gate but not yet handed to Tokio (see
+/// [`TaskGroup::register_task`]).
+#[derive(Debug)]
+#[must_use = "a registered task must be launched"]
+pub(crate) struct Registration {
+    seq: u64,
+    slot: u32,
+}
+
 impl TaskGroup {
     /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns it.
     #[track_caller]
@@ -72,13 +81,46 @@ impl TaskGroup {
         F: TrackedFuture<S> + Send + 'static,
         S: Settle + Send + 'static,
     {
+        let registration = self.register_task(name, kind, started, operation)?;
+        Ok(self.launch(registration, future, settle))
+    }
+
+    /// Step 1 of a submission: registers the task (tagged with its
+    /// operation, if any) under the gate. The caller must
+    /// [`launch`](Self::launch) the registration at once (a registered task
+    /// that is never launched stays listed until the group's shutdown
+    /// deadline); nothing may fail in between.
+    pub(crate) fn register_task(
+        &self,
+        name: TaskName,
+        kind: TaskKind,
+        started: Instant,
+        operation: Option<OperationTag>,
+    ) -> RuntimeResult<Registration> {
+        match self.inner.gate.register(name, kind, started, operation) {
+            Ok((seq, slot)) => Ok(Registration { seq, slot }),
+            Err(refusal) => Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask)),
+        }
+    }
+
+    /// Step 2: hands a registered task to Tokio wrapped in [`Tracked`] with
+    /// the settlement `settle` builds, then installs the abort handle (an
+    /// abort requested in between is honoured there). On a runtime that is
+    /// shutting down Tokio drops the future here, in the caller's thread:
+    /// call this without holding locks the future's destructor or its
+    /// settlement may take.
+    pub(crate) fn launch<F, S>(
+        &self,
+        registration: Registration,
+        future: F,
+        settle: impl FnOnce(Settlement) -> S,
+    ) -> (TaskId, JoinHandle<()>)
+    where
+        F: TrackedFuture<S> + Send + 'static,
+        S: Settle + Send + 'static,
+    {
         let inner = &self.inner;
-        let (seq, slot) = match inner.gate.register(name, kind, started, operation) {
-            Ok(key) => key,
-            Err(refusal) => {
-                return Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask))
-            }
-        };
+        let Registration { seq, slot } = registration;
         let settlement = settle(Settlement {
             group: Arc::clone(inner),
             slot,
@@ -86,7 +128,7 @@ impl TaskGroup {
         });
         let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
         inner.gate.install(slot, seq, join.abort_handle());
-        Ok((TaskId::new(inner.id, seq, slot), join))
+        (TaskId::new(inner.id, seq, slot), join)
     }
 
     /// Spawns a tracked task.

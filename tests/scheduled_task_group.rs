@@ -669,3 +669,24 @@ async fn a_tick_coming_due_as_a_run_settles_keeps_the_pending_run() {
     assert_eq!(snapshot.skips, 0, "no tick was lost");
     assert_eq!(recorder.max_active.load(Ordering::SeqCst), 1);
 }
+
+/// A schedule shows `running` from its registration (before its driver's
+/// first poll) until its driver is gone.
+#[tokio::test(start_paused = true)]
+async fn running_is_set_from_registration_until_the_driver_ends() {
+    let (_harness, scheduler) = scheduler("maintenance");
+    let recorder = Recorder::new();
+    let config = ScheduledTaskConfig::fixed_delay("flush", ms(10)).with_initial_delay(ms(5));
+    scheduler
+        .schedule(
+            config,
+            ScheduledExecutionPolicy::default(),
+            recorder.task(ms(1)),
+        )
+        .expect("registered");
+    assert!(only(&scheduler).running, "running before the first poll");
+    let report = scheduler.shutdown(Duration::from_secs(1)).await;
+    assert!(report.is_healthy());
+    assert!(!only(&scheduler).running, "the driver is gone");
+    assert!(recorder.starts().is_empty());
+}

@@ -33,7 +33,7 @@ use crate::error::RuntimeResult;
 use crate::loom::Arc;
 use crate::operation::OperationContext;
 use crate::scheduled::config::{ScheduleMode, ScheduledTaskControl};
-use crate::scheduled::metrics::Schedule;
+use crate::scheduled::metrics::{DriverRunning, Schedule};
 use crate::shutdown_deadline::saturating_add;
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
 
@@ -77,11 +77,15 @@ pub(crate) struct Driver {
     schedule: Arc<Schedule>,
     runs: RunSpawner,
     make_run: RunFactory,
+    /// Keeps the schedule's `running` flag set from registration until the
+    /// driver's future is dropped (also when it never ran).
+    _running: DriverRunning,
 }
 
 impl Driver {
     pub(crate) fn new(schedule: Arc<Schedule>, runs: RunSpawner, make_run: RunFactory) -> Self {
         Self {
+            _running: schedule.driver_running(),
             schedule,
             runs,
             make_run,
@@ -93,7 +97,6 @@ impl Driver {
     /// schedule, the operation's task wrapper dropping this future.
     pub(crate) async fn drive(mut self) {
         let schedule = Arc::clone(&self.schedule);
-        let _running = schedule.driver_running();
         let config = &schedule.config;
         let period = config.period;
         let pending_limit = schedule.policy.missed_ticks.pending_limit();

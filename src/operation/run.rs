@@ -133,6 +133,11 @@ impl WakeUps {
                 }
             }
             if operation.gate.is_cancelled() {
+                // The owner's wake-up may have been armed on an earlier
+                // poll: its cancellation still outranks the operation's.
+                if !draining && owner.is_cancelled() {
+                    return Some(OperationOutcome::OwnerCancelled);
+                }
                 return Some(OperationOutcome::Cancelled);
             }
         }

@@ -129,7 +129,7 @@ impl Reply {
 }
 
 /// Reads a whole response (the server closes every connection).
-async fn read_reply(stream: &mut TcpStream) -> Reply {
+async fn read_reply(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Reply {
     let mut raw = Vec::new();
     timeout(TEST_WAIT, stream.read_to_end(&mut raw))
         .await
@@ -338,27 +338,29 @@ async fn malformed_and_empty_heads_are_400() {
 }
 
 #[tokio::test]
-async fn oversized_heads_are_431() {
+async fn oversized_heads_are_400_and_too_many_fields_431() {
     use ServiceLifecycleState::Starting;
     let server = Server::start_default().await;
 
     // A head that does not end within 2,048 bytes (sent in one piece, more
-    // than the limit, without a terminating blank line in the first 2 KiB).
+    // than the limit, without a terminating blank line in the first 2 KiB):
+    // CONTRACTS answers an oversized head with 400.
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.extend_from_slice(&[b'a'; 3_000]);
     raw.extend_from_slice(b"\r\n\r\n");
-    server
-        .send(&raw)
-        .await
-        .expect(431, "request_header_fields_too_large", Starting);
+    server.send(&raw).await.expect(400, "bad_request", Starting);
 
-    // Exactly at the limit still incomplete: 431 as well.
+    // Exactly at the limit still incomplete: 400 as well.
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.resize(2_048, b'b');
-    server
-        .send(&raw)
-        .await
-        .expect(431, "request_header_fields_too_large", Starting);
+    server.send(&raw).await.expect(400, "bad_request", Starting);
+
+    // A complete head of exactly 2,048 bytes is oversized too (≥ 2,048).
+    let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
+    raw.resize(2_044, b'd');
+    raw.extend_from_slice(b"\r\n\r\n");
+    assert_eq!(raw.len(), 2_048);
+    server.send(&raw).await.expect(400, "bad_request", Starting);
 
     // Too many header fields within the size limit.
     let mut raw = b"GET /readyz HTTP/1.1\r\n".to_vec();
@@ -400,6 +402,38 @@ async fn a_head_split_across_many_small_writes_is_read_incrementally() {
     read_reply(&mut stream)
         .await
         .expect(200, "ready", ServiceLifecycleState::Ready);
+    server.stop().await;
+}
+
+/// A client that drips its head a byte at a time (each byte well within
+/// the 2 s timeout) is still answered `408` 2 s after it connected: the
+/// timeout bounds the whole head, not each read (paused time).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_client_dripping_its_head_is_dropped_two_seconds_after_connecting() {
+    let server = Server::start_default().await;
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    server.wait_for_connections(1).await;
+    let (mut reader, mut writer) = stream.split();
+    let drip = async {
+        for byte in b"GET /livez HTTP/1.1\r\n" {
+            if writer.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(900)).await;
+        }
+        std::future::pending::<()>().await;
+    };
+    let reply = tokio::select! {
+        reply = read_reply(&mut reader) => reply,
+        () = drip => unreachable!("the drip never ends"),
+    };
+    let waited = started.elapsed();
+    reply.expect(408, "request_timeout", ServiceLifecycleState::Starting);
+    assert!(
+        waited >= IO_TIMEOUT && waited < IO_TIMEOUT + Duration::from_millis(500),
+        "{waited:?}"
+    );
     server.stop().await;
 }
 

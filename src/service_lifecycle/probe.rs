@@ -18,8 +18,9 @@
 //! | Condition | Status |
 //! | --- | --- |
 //! | malformed head, or end of stream before a complete head | `400` `bad_request` |
-//! | a head not complete within [`MAX_REQUEST_HEAD_BYTES`], or more than 64 header fields | `431` `request_header_fields_too_large` |
-//! | a read stalled for [`PROBE_IO_TIMEOUT`] | `408` `request_timeout` (best effort), then close |
+//! | a head of [`MAX_REQUEST_HEAD_BYTES`] or more (CONTRACTS: oversized head → 400) | `400` `bad_request` |
+//! | more than 64 header fields | `431` `request_header_fields_too_large` |
+//! | a head not read completely within [`PROBE_IO_TIMEOUT`] of the accept (however the client paces it) | `408` `request_timeout` (best effort), then close |
 //!
 //! Every response is `{"status":"<label>","state":"<lifecycle state>"}` with
 //! `Content-Type: application/json`, `Content-Length`, `Connection: close` and
@@ -49,7 +50,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::timeout;
+use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{ServiceLifecycle, ServiceLifecycleState, ShutdownReason};
@@ -237,8 +238,10 @@ enum Head {
     /// Malformed, or the stream ended before a complete head.
     Bad { unread: bool },
     /// Not complete within [`MAX_REQUEST_HEAD_BYTES`] or too many fields.
-    TooLarge,
-    /// A read stalled for [`PROBE_IO_TIMEOUT`].
+    TooManyFields,
+    /// The head reached [`MAX_REQUEST_HEAD_BYTES`].
+    Oversized,
+    /// The head was not complete within [`PROBE_IO_TIMEOUT`].
     TimedOut,
     /// The connection failed; nothing can be answered.
     Broken,
@@ -254,10 +257,11 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle) {
             unread,
         } => (route(lifecycle, &method, &path), unread),
         Head::Bad { unread } => (Response::plain(400, "bad_request"), unread),
-        Head::TooLarge => (
+        Head::TooManyFields => (
             Response::plain(431, "request_header_fields_too_large"),
             true,
         ),
+        Head::Oversized => (Response::plain(400, "bad_request"), true),
         Head::TimedOut => (Response::plain(408, "request_timeout"), false),
         Head::Broken => return,
     };
@@ -277,15 +281,18 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle) {
     }
 }
 
-/// Reads until a complete head, an error, or the size limit.
+/// Reads until a complete head, an error, the size limit, or
+/// [`PROBE_IO_TIMEOUT`] after the call: one deadline for the whole head, so
+/// a client dripping a byte at a time cannot hold a connection slot longer.
 async fn read_head(stream: &mut TcpStream) -> Head {
+    let deadline = Instant::now() + PROBE_IO_TIMEOUT;
     let mut buffer = [0_u8; MAX_REQUEST_HEAD_BYTES];
     let mut filled = 0;
     loop {
         if filled == buffer.len() {
-            return Head::TooLarge;
+            return Head::Oversized;
         }
-        let read = match timeout(PROBE_IO_TIMEOUT, stream.read(&mut buffer[filled..])).await {
+        let read = match timeout_at(deadline, stream.read(&mut buffer[filled..])).await {
             Err(_elapsed) => return Head::TimedOut,
             Ok(Err(_error)) => return Head::Broken,
             Ok(Ok(read)) => read,
@@ -298,6 +305,9 @@ async fn read_head(stream: &mut TcpStream) -> Head {
         let mut request = httparse::Request::new(&mut headers);
         match request.parse(&buffer[..filled]) {
             Ok(httparse::Status::Partial) => {}
+            Ok(httparse::Status::Complete(head_len)) if head_len >= MAX_REQUEST_HEAD_BYTES => {
+                return Head::Oversized;
+            }
             Ok(httparse::Status::Complete(head_len)) => {
                 let announces_body = request.headers.iter().any(|header| {
                     (header.name.eq_ignore_ascii_case("content-length")
@@ -310,7 +320,7 @@ async fn read_head(stream: &mut TcpStream) -> Head {
                     unread: announces_body || head_len < filled,
                 };
             }
-            Err(httparse::Error::TooManyHeaders) => return Head::TooLarge,
+            Err(httparse::Error::TooManyHeaders) => return Head::TooManyFields,
             Err(_malformed) => return Head::Bad { unread: true },
         }
     }

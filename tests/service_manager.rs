@@ -331,3 +331,16 @@ async fn a_shared_task_is_the_same_task() {
     assert!(std::ptr::eq(manager.as_ref(), &*task));
     manager.shutdown().await.expect("ok");
 }
+
+/// A run whose task is aborted before its first poll (the parent shut down
+/// at once) still ends `Stopped`, so a supervisor can start it again.
+#[tokio::test(start_paused = true)]
+async fn a_run_aborted_before_its_first_poll_ends_stopped() {
+    let group = manager_group("service-manager-unpolled");
+    let manager = ServiceManager::new_with_task_group(Counting::default(), group.clone());
+    manager.start().await.expect("starts");
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Running);
+    let _report = group.shutdown_now();
+    settle_loop().await;
+    assert_eq!(manager.get_lifecycle_state(), ServiceTaskState::Stopped);
+}

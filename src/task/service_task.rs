@@ -174,12 +174,18 @@ impl ServiceTaskContext {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                () = &mut woken => {}
-                () = tokio::time::sleep(interval) => {}
-                () = cancelled => {}
+            let by_wakeup = tokio::select! {
+                biased;
+                () = &mut woken => true,
+                () = tokio::time::sleep(interval) => false,
+                () = cancelled => false,
+            };
+            // Only the wake-up this wait consumed is cleared: one that
+            // arrives after the interval or the stop stays pending, so the
+            // next wait returns at once.
+            if by_wakeup {
+                inner.notified.store(false, Ordering::Release);
             }
-            inner.notified.store(false, Ordering::Release);
         }
         if let Some(run) = &inner.run {
             (run.on_wait_end)().await;
@@ -411,8 +417,14 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
             *self.last_report.lock() = Some(ended.group.shutdown_now());
         }
         let restore = |cause: RuntimeError| {
-            self.state
-                .transition(generation, ServiceTaskState::Starting, previous);
+            // A refused spawn dropped the loop's `RunExit`, which may have
+            // moved the run to `Stopped` already.
+            let _ = self
+                .state
+                .transition(generation, ServiceTaskState::Starting, previous)
+                || self
+                    .state
+                    .transition(generation, ServiceTaskState::Stopped, previous);
             Err(RuntimeError::within(
                 RuntimeOperation::SpawnServiceTask,
                 cause,
@@ -434,10 +446,14 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
         }));
         let task = Arc::clone(&self.task);
         let loop_context = context.share();
-        let state = Arc::clone(&self.state);
+        // Built before the future: dropped however the loop ends (return,
+        // panic, abort), also when the task is aborted before its first poll.
+        let exit = RunExit {
+            state: Arc::clone(&self.state),
+            generation,
+        };
         let spawned = group.spawn_service(self.task.get_service_name(), async move {
-            // Dropped however the loop ends (return, panic, abort).
-            let _exit = RunExit { state, generation };
+            let _exit = exit;
             task.run(&loop_context).await;
         });
         let task = match spawned {

@@ -487,3 +487,75 @@ fn a_panicking_file_system_fails_the_write_and_blocks_nothing() {
     assert!(!report.timed_out && report.unfinished.is_empty());
     assert_eq!(actor.snapshot().pending_operations, 0);
 }
+
+/// The owner's group is torn down (`shutdown_now`) while generation 1 is
+/// still being written and generation 2 is queued:
+/// * generation 2 will never be written, so its waiter is closed at once
+///   (`Closed(MetadataWorkerStopped)`), not left until its own deadline;
+/// * the target stays owned while generation 1's closure runs, so another
+///   actor of the same owner cannot write the resource concurrently (an
+///   older generation could land over a newer one);
+/// * once generation 1 is durable the target is free again.
+#[test]
+fn an_aborted_coordinator_closes_queued_work_and_keeps_the_target_until_its_write_ends() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let first_actor = actor(&broker, &fs, 1);
+    let (release, first) = hold_first_write(&owner, &fs, &first_actor, request("topics", 1, 64));
+    let queued =
+        owner.block_on(async { accepted(first_actor.submit(request("topics", 2, 64), soon())) });
+    let _ = broker.task_group().shutdown_now();
+    let error = owner
+        .block_on(queued.wait_until_outcome(soon()))
+        .expect_err("the queued generation is closed");
+    assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(error.operation(), RuntimeOperation::MetadataWorkerStopped);
+    assert_eq!(
+        first_actor.snapshot().pending_operations,
+        1,
+        "only the write in flight"
+    );
+
+    let other = owner.root_context().component("broker-2");
+    let second_actor = actor(&other, &fs, 1);
+    let conflict = owner
+        .block_on(async { second_actor.submit(request("topics", 3, 64), soon()) })
+        .expect("answered");
+    assert!(
+        matches!(conflict, MetadataIoAdmissionOutcome::TargetConflict(_)),
+        "the target is still being written by the first actor"
+    );
+
+    release.send(()).expect("the held write waits");
+    let outcome = owner
+        .block_on(first.wait_until_outcome(soon()))
+        .expect("resolved");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::Durable(_)),
+        "{outcome:?}"
+    );
+    let receipt = owner.block_on(support::guard("the target is released", async {
+        loop {
+            match second_actor
+                .submit(request("topics", 3, 64), soon())
+                .expect("answered")
+            {
+                MetadataIoAdmissionOutcome::Accepted(receipt) => break receipt,
+                MetadataIoAdmissionOutcome::TargetConflict(_) => tokio::task::yield_now().await,
+            }
+        }
+    }));
+    let outcome = owner
+        .block_on(receipt.wait_until_outcome(soon()))
+        .expect("resolved");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::Durable(_)),
+        "{outcome:?}"
+    );
+    let generations: Vec<u64> = fs
+        .writes()
+        .into_iter()
+        .map(|(_, generation)| generation)
+        .collect();
+    assert_eq!(generations, [1, 3], "generation 2 was never written");
+}

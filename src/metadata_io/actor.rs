@@ -111,6 +111,8 @@ impl MetadataIoPlan {
             finished: Notify::new(),
             accepting: AtomicBool::new(true),
             coordinator_done: AtomicBool::new(false),
+            coordinator_gone: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         });
         let coordinator = Arc::clone(&shared);
         shared
@@ -171,7 +173,14 @@ struct ActorShared {
     wake: Notify,
     finished: Notify,
     accepting: AtomicBool,
+    /// Set once the coordinator has ended and no write is in flight: the
+    /// targets are released then (see [`ActorShared::finish`]).
     coordinator_done: AtomicBool,
+    /// The coordinator's future is gone (ended or aborted); set under the
+    /// state lock.
+    coordinator_gone: AtomicBool,
+    /// The targets were released (once).
+    released: AtomicBool,
 }
 
 impl fmt::Debug for ActorShared {
@@ -774,7 +783,14 @@ impl ActorShared {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         state.writing -= 1;
+        // The coordinator is gone and this was the last write: the targets
+        // can be released now (after the lock).
+        let last = state.writing == 0 && self.coordinator_gone.load(Ordering::SeqCst);
         let Some(resource) = state.resources.get_mut(name) else {
+            drop(guard);
+            if last {
+                self.finish();
+            }
             return;
         };
         if let Some((_, bytes)) = resource.in_flight.take() {
@@ -821,23 +837,71 @@ impl ActorShared {
         for waiter in covered {
             let _ = waiter.sender.send(outcome.clone());
         }
+        if last {
+            self.finish();
+        }
         // The coordinator starts the next writes: a completion may run on
         // a blocking thread that still holds its lane slot, or inside a
         // refusal, so it never starts writes itself.
         self.wake.notify_one();
     }
+
+    /// Releases the actor's targets and reports it finished, once: when the
+    /// coordinator is gone *and* no write is in flight (a write still on a
+    /// blocking thread keeps its target, so no other actor of the owner can
+    /// write an older generation over a newer one).
+    fn finish(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            self.resources.release_metadata_writer(self.id);
+            self.coordinator_done.store(true, Ordering::SeqCst);
+            self.finished.notify_waiters();
+        }
+    }
 }
 
-/// Ends the actor's live ownership of its targets and reports the
-/// coordinator finished, however the coordinator ends.
+/// Runs however the coordinator ends (also when its task is aborted):
+/// nothing more is admitted or started; queued generations are dropped
+/// (their permits go back) and the waiters no in-flight write covers are
+/// closed (`Closed(MetadataWorkerStopped)`), instead of waiting for their
+/// own deadlines. The targets are released once the in-flight writes end.
 struct CoordinatorExit(Arc<ActorShared>);
 
 impl Drop for CoordinatorExit {
     fn drop(&mut self) {
         let shared = &self.0;
-        shared.resources.release_metadata_writer(shared.id);
-        shared.coordinator_done.store(true, Ordering::SeqCst);
-        shared.finished.notify_waiters();
+        shared.accepting.store(false, Ordering::SeqCst);
+        let mut dropped = Vec::new();
+        let mut closed = Vec::new();
+        let idle = {
+            let mut guard = shared.state.lock();
+            let state = &mut *guard;
+            for resource in state.resources.values_mut() {
+                resource.listed = false;
+                if let Some(queued) = resource.queued.take() {
+                    state.pending_operations -= 1;
+                    state.pending_bytes -= queued.request.len();
+                    dropped.push(queued);
+                }
+                let in_flight = resource.in_flight.map(|(generation, _)| generation);
+                let (covered, uncovered): (Vec<_>, Vec<_>) =
+                    resource.waiters.drain(..).partition(|waiter| {
+                        in_flight.is_some_and(|generation| waiter.generation <= generation)
+                    });
+                resource.waiters = covered;
+                state.waiters -= uncovered.len();
+                closed.extend(uncovered);
+            }
+            state.ready.clear();
+            shared.coordinator_gone.store(true, Ordering::SeqCst);
+            state.writing == 0
+        };
+        // Permits and waiter senders go after the lock (a dropped sender
+        // tells its receipt the worker stopped).
+        drop(dropped);
+        drop(closed);
+        if idle {
+            shared.finish();
+        }
     }
 }
 

@@ -231,8 +231,10 @@ pub(crate) trait PersistSteps {
     /// The temporary file name to use for a target named `file_name` in
     /// `directory`; must be in `directory` and unique per call.
     fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf;
-    /// [`MetadataIoOperation::CreateParent`].
-    fn create_parent(&self, directory: &Path) -> io::Result<()>;
+    /// [`MetadataIoOperation::CreateParent`]: creates `directory` and its
+    /// missing ancestors; returns the directories it created, outermost
+    /// first (their own entries still need their parents synced).
+    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>>;
     /// [`MetadataIoOperation::CreateTemporary`]; must fail if `path` exists.
     fn create_temporary(&self, path: &Path) -> io::Result<File>;
     /// [`MetadataIoOperation::WriteTemporary`].
@@ -265,8 +267,19 @@ impl PersistSteps for LocalMetadataFileSystem {
         directory.join(name)
     }
 
-    fn create_parent(&self, directory: &Path) -> io::Result<()> {
-        fs::create_dir_all(directory)
+    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        let mut current = directory;
+        while !current.as_os_str().is_empty() && fs::symlink_metadata(current).is_err() {
+            missing.push(current.to_path_buf());
+            match current.parent() {
+                Some(parent) => current = parent,
+                None => break,
+            }
+        }
+        fs::create_dir_all(directory)?;
+        missing.reverse();
+        Ok(missing)
     }
 
     fn create_temporary(&self, path: &Path) -> io::Result<File> {
@@ -362,9 +375,17 @@ pub(crate) fn persist_with<S: PersistSteps + ?Sized>(
         ));
     };
     let directory = parent_directory(target);
-    steps
+    let created = steps
         .create_parent(directory)
         .map_err(|error| step_error(MetadataIoOperation::CreateParent, error))?;
+    // A directory created here is itself an entry of its parent: sync each
+    // parent (outermost first), or the new path, and with it a write
+    // reported durable, may vanish in a crash.
+    for created in &created {
+        steps
+            .sync_parent(parent_directory(created))
+            .map_err(|error| step_error(MetadataIoOperation::CreateParent, error))?;
+    }
 
     let temporary = steps.temporary_path(directory, file_name);
     // A failed exclusive create made nothing of ours: never remove whatever
@@ -510,7 +531,7 @@ impl PersistSteps for FaultInjectingFileSystem {
         self.inner.temporary_path(directory, file_name)
     }
 
-    fn create_parent(&self, directory: &Path) -> io::Result<()> {
+    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
         self.check(MetadataIoOperation::CreateParent)?;
         self.inner.create_parent(directory)
     }
@@ -592,18 +613,19 @@ mod tests {
     }
 
     /// The local steps, except that the temporary name is fixed, so a test
-    /// can occupy it beforehand.
-    #[derive(Debug)]
+    /// can occupy it beforehand; directory syncs are recorded.
+    #[derive(Debug, Default)]
     struct FixedTemporaryName {
         inner: LocalMetadataFileSystem,
         name: &'static str,
+        synced: std::sync::Mutex<Vec<PathBuf>>,
     }
 
     impl PersistSteps for FixedTemporaryName {
         fn temporary_path(&self, directory: &Path, _file_name: &OsStr) -> PathBuf {
             directory.join(self.name)
         }
-        fn create_parent(&self, directory: &Path) -> io::Result<()> {
+        fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
             self.inner.create_parent(directory)
         }
         fn create_temporary(&self, path: &Path) -> io::Result<File> {
@@ -619,11 +641,46 @@ mod tests {
             self.inner.replace_target(temporary, target)
         }
         fn sync_parent(&self, directory: &Path) -> io::Result<()> {
+            self.synced
+                .lock()
+                .expect("unpoisoned")
+                .push(directory.to_path_buf());
             self.inner.sync_parent(directory)
         }
         fn remove_temporary(&self, path: &Path) -> io::Result<()> {
             self.inner.remove_temporary(path)
         }
+    }
+
+    /// Directories the write creates are made durable too: each new
+    /// directory's parent is synced (outermost first) before the data, and
+    /// the target's directory after the rename. Existing ones are not.
+    #[test]
+    fn created_parent_directories_are_synced_into_their_parents() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let target = root.join("new").join("store").join("topics.json");
+        let steps = FixedTemporaryName {
+            name: ".fixed.tmp",
+            ..FixedTemporaryName::default()
+        };
+        persist_with(&steps, &target, b"first").expect("write");
+        let synced = std::mem::take(&mut *steps.synced.lock().expect("unpoisoned"));
+        assert_eq!(
+            synced,
+            [
+                root.to_path_buf(),
+                root.join("new"),
+                root.join("new").join("store"),
+            ]
+        );
+        persist_with(&steps, &target, b"second").expect("write");
+        let synced = std::mem::take(&mut *steps.synced.lock().expect("unpoisoned"));
+        assert_eq!(
+            synced,
+            [root.join("new").join("store")],
+            "nothing new created"
+        );
     }
 
     #[test]
@@ -886,8 +943,8 @@ mod tests {
         fs::write(&target, b"previous").expect("target");
 
         let steps = FixedTemporaryName {
-            inner: LocalMetadataFileSystem,
             name: ".topics.json.fixed.tmp",
+            ..FixedTemporaryName::default()
         };
         let link = dir.path().join(steps.name);
 

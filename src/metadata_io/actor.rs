@@ -405,14 +405,18 @@ impl MetadataIoActor {
         .await;
         let mut state = shared.state.lock();
         if !finished {
+            let mut dropped_waiters = 0;
             for resource in state.resources.values_mut() {
                 resource.queued = None;
+                let before = resource.waiters.len();
                 resource.waiters.retain(|waiter| {
                     resource
                         .in_flight
                         .is_some_and(|(generation, _)| waiter.generation <= generation)
                 });
+                dropped_waiters += before - resource.waiters.len();
             }
+            state.waiters -= dropped_waiters;
         }
         let unfinished: Vec<_> = state
             .resources

@@ -9,16 +9,18 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeError};
-use crate::shutdown_deadline::saturating_add;
 
 /// An absolute deadline for metadata admission and waits (Tokio's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MetadataDeadline(Instant);
 
 impl MetadataDeadline {
-    /// `timeout` from now (saturating far in the future).
+    /// `timeout` from now. A timeout the clock cannot represent (such as
+    /// `Duration::MAX`) gives a deadline of *now*, as CONTRACTS specifies:
+    /// metadata work is never waited for without bound.
     pub fn after(timeout: Duration) -> Self {
-        Self(saturating_add(Instant::now(), timeout))
+        let now = Instant::now();
+        Self(now.checked_add(timeout).unwrap_or(now))
     }
 
     /// An absolute instant.
@@ -281,4 +283,18 @@ pub struct MetadataIoEffectiveProfile {
     pub max_waiters: usize,
     /// `min(planned, lane concurrency).max(1)`.
     pub max_concurrent_writes: usize,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unrepresentable_timeout_is_a_deadline_of_now() {
+        let deadline = MetadataDeadline::after(Duration::MAX);
+        assert!(deadline.is_expired(), "overflow → now (CONTRACTS)");
+        assert_eq!(deadline.remaining(), Duration::ZERO);
+        let later = MetadataDeadline::after(Duration::from_secs(5));
+        assert_eq!(later.remaining(), Duration::from_secs(5));
+    }
 }

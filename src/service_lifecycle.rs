@@ -321,6 +321,20 @@ struct LifecycleInner {
     /// The task tree `start` ran under: the first request's label is
     /// recorded there, so the tree owner's shutdown report carries it.
     owner_tree: OnceLock<Arc<crate::task_group::TreeShared>>,
+    /// SIGTERM/SIGINT listeners, created by the first
+    /// `wait_for_shutdown_signal` and kept: a signal that arrives between
+    /// two calls is held by the listener instead of being swallowed by the
+    /// handler Tokio keeps installed.
+    #[cfg(all(unix, not(loom)))]
+    signals: tokio::sync::Mutex<Option<SignalListeners>>,
+}
+
+/// The SIGTERM and SIGINT listeners of one lifecycle.
+#[cfg(all(unix, not(loom)))]
+#[derive(Debug)]
+struct SignalListeners {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -378,6 +392,8 @@ impl ServiceLifecycle {
                 started: AtomicBool::new(false),
                 probe_addr: Mutex::new(None),
                 owner_tree: OnceLock::new(),
+                #[cfg(all(unix, not(loom)))]
+                signals: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -709,20 +725,31 @@ impl ServiceLifecycle {
     /// # Cancel safety
     ///
     /// Cancel safe: a signal is turned into a request only when observed.
+    /// The listeners are installed by the first call and kept by the
+    /// lifecycle, so a signal that arrives while no call is waiting is
+    /// observed by the next call (concurrent calls take turns).
     pub async fn wait_for_shutdown_signal(&self) -> RuntimeResult<ShutdownRequest> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            let mut terminate = signal(SignalKind::terminate()).map_err(|error| {
-                RuntimeError::io(RuntimeOperation::RegisterSigtermHandler, error)
-            })?;
-            let mut interrupt = signal(SignalKind::interrupt()).map_err(|error| {
-                RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error)
-            })?;
+            let mut listeners = self.inner.signals.lock().await;
+            let listeners = match &mut *listeners {
+                Some(listeners) => listeners,
+                empty => empty.insert(SignalListeners {
+                    terminate: signal(SignalKind::terminate()).map_err(|error| {
+                        RuntimeError::io(RuntimeOperation::RegisterSigtermHandler, error)
+                    })?,
+                    interrupt: signal(SignalKind::interrupt()).map_err(|error| {
+                        RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error)
+                    })?,
+                }),
+            };
+            // A listener whose signal driver is gone yields `None`: that is
+            // no signal, so only `Some` turns into a request.
             tokio::select! {
                 request = self.wait_for_shutdown() => Ok(request),
-                _ = terminate.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
-                _ = interrupt.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
+                Some(()) = listeners.terminate.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
+                Some(()) = listeners.interrupt.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
             }
         }
         #[cfg(not(unix))]

@@ -1,0 +1,36 @@
+//! `wait_for_shutdown_signal` keeps its listeners: a SIGTERM that arrives
+//! while no call is waiting (after an earlier call was dropped) is observed
+//! by the next call, never swallowed by the handler Tokio keeps installed.
+//! Its own test binary: it sends SIGTERM to this process.
+#![cfg(unix)]
+
+mod support;
+
+use rocketmq_runtime::{ServiceLifecycle, ServiceLifecycleConfig, ShutdownReason};
+use support::guard;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[tokio::test]
+async fn a_signal_between_two_waits_is_observed_by_the_second() {
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    // A first wait installs the listeners and is dropped before any signal.
+    {
+        let first = lifecycle.wait_for_shutdown_signal();
+        tokio::pin!(first);
+        assert!(futures::poll!(first.as_mut()).is_pending());
+    }
+    // An independent listener tells when Tokio has delivered the signal.
+    let mut delivered = signal(SignalKind::terminate()).expect("probe listener");
+    let status = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(std::process::id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    guard("the signal is delivered", delivered.recv()).await;
+    // No wait was running when it arrived; the next one still sees it.
+    let request = guard("the held signal", lifecycle.wait_for_shutdown_signal())
+        .await
+        .expect("listeners");
+    assert_eq!(request.reason, ShutdownReason::Signal);
+}

@@ -488,24 +488,34 @@ impl ServiceLifecycle {
         };
         let heartbeat = self.clone();
         let cancelled = group.cancellation_token();
-        group.spawn_service("service-lifecycle.heartbeat", async move {
-            let mut interval = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tokio::select! {
-                    () = cancelled.cancelled() => return,
-                    _ = interval.tick() => heartbeat.record_progress(),
+        let mut spawned = group
+            .spawn_service("service-lifecycle.heartbeat", async move {
+                let mut interval = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        () = cancelled.cancelled() => return,
+                        _ = interval.tick() => heartbeat.record_progress(),
+                    }
                 }
-            }
-        })?;
-        if let Some(listener) = listener {
-            *self.inner.probe_addr.lock() = listener.local_addr().ok();
+            })
+            .map(drop);
+        if let (Ok(()), Some(listener)) = (&spawned, listener) {
+            let address = listener.local_addr().ok();
             let lifecycle = self.clone();
             let probes = group.clone();
-            group.spawn_service("service-lifecycle.probe", async move {
-                probe::serve_probes(listener, lifecycle, probes).await;
-            })?;
+            spawned = group
+                .spawn_service("service-lifecycle.probe", async move {
+                    probe::serve_probes(listener, lifecycle, probes).await;
+                })
+                .map(|_| *self.inner.probe_addr.lock() = address);
         }
-        Ok(())
+        if spawned.is_err() {
+            // A failed start leaves nothing running: its component is shut
+            // down, and no probe address is advertised.
+            *self.inner.probe_addr.lock() = None;
+            let _ = group.shutdown(Duration::from_secs(1)).await;
+        }
+        spawned
     }
 
     /// The probe server's bound address (after `start` with an address).

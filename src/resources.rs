@@ -112,26 +112,27 @@ impl RuntimeResources {
     }
 
     /// Claims `target` for `resource` written by `actor`. Returns the
-    /// target's durable history and whether it is fenced, or `None` when
-    /// another resource or another live actor owns it (or the registry is
-    /// full).
+    /// target's durable history and whether it is fenced; refused when
+    /// another resource or another live actor owns it, or when the registry
+    /// holds [`METADATA_TARGET_CAPACITY`] targets (their histories are
+    /// kept for the owner's life).
     pub(crate) fn claim_metadata_target(
         &self,
         target: &Path,
         resource: &Arc<str>,
         actor: u64,
-    ) -> Option<(Option<MetadataGeneration>, bool)> {
+    ) -> Result<(Option<MetadataGeneration>, bool), TargetClaimRefusal> {
         let key = normalize(target);
         let mut targets = self.inner.metadata_targets.lock();
         if let Some(entry) = targets.get_mut(&key) {
             if entry.resource != *resource || entry.writer.is_some_and(|writer| writer != actor) {
-                return None;
+                return Err(TargetClaimRefusal::Conflict);
             }
             entry.writer = Some(actor);
-            return Some((entry.durable, entry.fenced));
+            return Ok((entry.durable, entry.fenced));
         }
         if targets.len() >= METADATA_TARGET_CAPACITY {
-            return None;
+            return Err(TargetClaimRefusal::Full);
         }
         targets.insert(
             key,
@@ -142,7 +143,7 @@ impl RuntimeResources {
                 fenced: false,
             },
         );
-        Some((None, false))
+        Ok((None, false))
     }
 
     pub(crate) fn record_metadata_durable(&self, target: &Path, generation: MetadataGeneration) {
@@ -180,4 +181,13 @@ impl RuntimeResources {
 /// A lexically normalized absolute path (no filesystem access).
 fn normalize(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Why [`RuntimeResources::claim_metadata_target`] refused a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TargetClaimRefusal {
+    /// Another resource, or another live actor, owns the target.
+    Conflict,
+    /// The owner's target registry is full.
+    Full,
 }

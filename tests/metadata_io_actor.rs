@@ -559,3 +559,32 @@ fn an_aborted_coordinator_closes_queued_work_and_keeps_the_target_until_its_writ
         .collect();
     assert_eq!(generations, [1, 3], "generation 2 was never written");
 }
+
+/// The owner's target registry keeps every target's history (4,096
+/// targets); a new target beyond that is refused as `CapacityExhausted`,
+/// not misreported as a conflict with another resource.
+#[test]
+fn a_full_target_registry_is_capacity_exhausted_not_a_conflict() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let first = actor(&broker, &fs, 4);
+    let other = owner.root_context().component("broker-2");
+    let second = actor(&other, &fs, 4);
+    owner.block_on(async {
+        for index in 0..4_096 {
+            let actor = if index % 2 == 0 { &first } else { &second };
+            let receipt = accepted(actor.submit(request(&format!("r{index}"), 1, 8), soon()));
+            receipt.wait_until_outcome(soon()).await.expect("durable");
+        }
+    });
+    let error = owner
+        .block_on(async { second.submit(request("one-more", 1, 8), soon()) })
+        .expect_err("the registry is full");
+    assert_eq!(error.kind(), RuntimeErrorKind::CapacityExhausted);
+    assert_eq!(error.operation(), RuntimeOperation::AdmitMetadataOperation);
+    // A known target still works.
+    let receipt = owner.block_on(async { accepted(second.submit(request("r1", 2, 8), soon())) });
+    owner
+        .block_on(receipt.wait_until_outcome(soon()))
+        .expect("durable");
+}

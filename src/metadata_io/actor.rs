@@ -35,7 +35,7 @@ use crate::metadata_io::types::{
     MetadataIoResourceSnapshot, MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
 };
 use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourcePermit};
-use crate::resources::RuntimeResources;
+use crate::resources::{RuntimeResources, TargetClaimRefusal};
 use crate::service_context::ChildServiceContext;
 use crate::task_group::{TaskGroup, TaskKind};
 use crate::ShutdownDeadline;
@@ -531,7 +531,7 @@ impl ActorShared {
                 .resources
                 .claim_metadata_target(&request.target, &request.resource, self.id)
             {
-                Some((durable, fenced)) => {
+                Ok((durable, fenced)) => {
                     state.resources.insert(
                         Arc::clone(&request.resource),
                         Resource {
@@ -545,7 +545,12 @@ impl ActorShared {
                         },
                     );
                 }
-                None => return Ok(MetadataIoAdmissionOutcome::TargetConflict(request)),
+                Err(TargetClaimRefusal::Conflict) => {
+                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
+                }
+                Err(TargetClaimRefusal::Full) => {
+                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation))
+                }
             }
         }
         let Some(resource) = state.resources.get_mut(&request.resource) else {

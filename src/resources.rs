@@ -178,9 +178,29 @@ impl RuntimeResources {
     }
 }
 
-/// A lexically normalized absolute path (no filesystem access).
-fn normalize(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+/// The identity of a metadata target: the absolute path with `.` removed
+/// and `..` folded lexically (no filesystem access, no symlink resolution),
+/// lower-cased on Windows (case-insensitive file names). `./x`, `x` and
+/// `d/../x` name one target.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut normalized = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `..` at the root stays at the root.
+                normalized.pop();
+            }
+            other => normalized.push(other),
+        }
+    }
+    #[cfg(windows)]
+    {
+        normalized = PathBuf::from(normalized.to_string_lossy().to_lowercase());
+    }
+    normalized
 }
 
 /// Why [`RuntimeResources::claim_metadata_target`] refused a target.
@@ -190,4 +210,26 @@ pub(crate) enum TargetClaimRefusal {
     Conflict,
     /// The owner's target registry is full.
     Full,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_identities_fold_dots_lexically() {
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(normalize(Path::new("x.json")), cwd.join("x.json"));
+        assert_eq!(normalize(Path::new("./x.json")), cwd.join("x.json"));
+        assert_eq!(normalize(Path::new("d/../x.json")), cwd.join("x.json"));
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c.json")),
+            Path::new("/a/c.json")
+        );
+        assert_eq!(normalize(Path::new("/../../c.json")), Path::new("/c.json"));
+        assert_ne!(
+            normalize(Path::new("/a/c.json")),
+            normalize(Path::new("/b/c.json"))
+        );
+    }
 }

@@ -588,3 +588,26 @@ fn a_full_target_registry_is_capacity_exhausted_not_a_conflict() {
         .block_on(receipt.wait_until_outcome(soon()))
         .expect("durable");
 }
+
+/// One target spelled two ways (`dir/./x` and `dir/x`) is one target: the
+/// second spelling is not a conflict for the same resource.
+#[test]
+fn a_target_spelled_differently_is_the_same_target() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let spelled = |path: &str, generation: u64| {
+        MetadataWriteRequest::new("alias", generation, path, payload(generation, 8))
+    };
+    owner.block_on(async {
+        for (path, generation) in [
+            ("/tmp/rocketmq-test/./alias.json", 1),
+            ("/tmp/rocketmq-test/alias.json", 2),
+            ("/tmp/rocketmq-test/sub/../alias.json", 3),
+        ] {
+            let receipt = accepted(actor.submit(spelled(path, generation), soon()));
+            receipt.wait_until_outcome(soon()).await.expect("durable");
+        }
+    });
+    assert_eq!(fs.writes().len(), 3);
+}

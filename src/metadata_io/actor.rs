@@ -520,7 +520,9 @@ impl ActorShared {
         let state = &mut *guard;
         // Target ownership: one resource per target per owner.
         if let Some(existing) = state.resources.get(&request.resource) {
-            if *existing.target != *request.target {
+            if crate::resources::normalize(&existing.target)
+                != crate::resources::normalize(&request.target)
+            {
                 return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
             }
         } else {

@@ -198,15 +198,40 @@ enum AcceptFailure {
     Resource,
 }
 
+/// Linux `accept(2)` passes on network errors of the pending connection
+/// (`ENETDOWN`, `EPROTO`, `ENOPROTOOPT`, `EHOSTDOWN`, `ENONET`,
+/// `EHOSTUNREACH`, `EOPNOTSUPP`, `ENETUNREACH`) and asks callers to retry
+/// as for `EAGAIN`; these raw codes are the ones without a dedicated kind.
+#[cfg(target_os = "linux")]
+const PENDING_CONNECTION_ERRNOS: [i32; 4] = [
+    71,  // EPROTO
+    92,  // ENOPROTOOPT
+    112, // EHOSTDOWN
+    64,  // ENONET
+];
+
 fn classify_accept_error(error: &io::Error) -> AcceptFailure {
+    #[cfg(target_os = "linux")]
+    if error
+        .raw_os_error()
+        .is_some_and(|code| PENDING_CONNECTION_ERRNOS.contains(&code))
+    {
+        return AcceptFailure::Connection;
+    }
     match error.kind() {
         io::ErrorKind::ConnectionAborted
         | io::ErrorKind::ConnectionReset
         | io::ErrorKind::Interrupted
-        | io::ErrorKind::WouldBlock => AcceptFailure::Connection,
-        io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected | io::ErrorKind::Unsupported => {
-            AcceptFailure::Listener
-        }
+        | io::ErrorKind::WouldBlock
+        | io::ErrorKind::NetworkDown
+        | io::ErrorKind::NetworkUnreachable
+        | io::ErrorKind::HostUnreachable => AcceptFailure::Connection,
+        // `EOPNOTSUPP` is a pending connection's error on Linux.
+        #[cfg(target_os = "linux")]
+        io::ErrorKind::Unsupported => AcceptFailure::Connection,
+        io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected => AcceptFailure::Listener,
+        #[cfg(not(target_os = "linux"))]
+        io::ErrorKind::Unsupported => AcceptFailure::Listener,
         _ => AcceptFailure::Resource,
     }
 }
@@ -447,13 +472,31 @@ mod unit_tests {
     #[test]
     fn accept_errors_are_classified() {
         use io::ErrorKind::*;
-        for kind in [ConnectionAborted, ConnectionReset, Interrupted, WouldBlock] {
+        for kind in [
+            ConnectionAborted,
+            ConnectionReset,
+            Interrupted,
+            WouldBlock,
+            NetworkDown,
+            NetworkUnreachable,
+            HostUnreachable,
+        ] {
             assert_eq!(
                 classify_accept_error(&io::Error::from(kind)),
                 AcceptFailure::Connection
             );
         }
-        for kind in [InvalidInput, NotConnected, Unsupported] {
+        #[cfg(target_os = "linux")]
+        for code in [71, 92, 112, 64, 95, 100, 113, 101] {
+            // EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EOPNOTSUPP, ENETDOWN,
+            // EHOSTUNREACH, ENETUNREACH: retried like EAGAIN (accept(2)).
+            assert_eq!(
+                classify_accept_error(&io::Error::from_raw_os_error(code)),
+                AcceptFailure::Connection,
+                "errno {code}"
+            );
+        }
+        for kind in [InvalidInput, NotConnected] {
             assert_eq!(
                 classify_accept_error(&io::Error::from(kind)),
                 AcceptFailure::Listener

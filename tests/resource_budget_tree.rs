@@ -310,6 +310,19 @@ async fn dynamic_keys_close_escaped_handles_and_hold_their_name_until_retired() 
         tenants.register_dynamic_child("t1", limit(1, 1)),
         Err(DynamicKeyRegistrationFailure::NameInUse { generation }) if generation == key.generation()
     ));
+    // A name with `/` is invalid: it can neither look up one path and take
+    // another nor shadow the live `t1`.
+    for bad in ["x/t1", "/t1", "t1/"] {
+        assert!(
+            matches!(
+                tenants.register_dynamic_child(bad, limit(1, 1)),
+                Err(DynamicKeyRegistrationFailure::Invalid(
+                    RuntimeContractViolation::InvalidBudgetName
+                ))
+            ),
+            "{bad}"
+        );
+    }
     // Retiring waits for outstanding reservations; the name is held until then.
     let retirement = key
         .retire_until(Instant::now() + Duration::from_secs(1))

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::RuntimeContractViolation;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
-use crate::resource_budget::tree::{Gate, ResourceBudget, ResourcePermit};
+use crate::resource_budget::tree::{validate_name, Gate, ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::{BudgetClass, BudgetLimit, BudgetRejection};
 use crate::task_group::submission::{notified_until, Watch};
 use crate::ShutdownDeadline;
@@ -114,9 +114,18 @@ impl ResourceBudget {
         if self.is_closed() {
             return Err(DynamicKeyRegistrationFailure::Closed);
         }
+        // Validated first: the held-name lookup must use the very path the
+        // key will have (a name with `/` would otherwise look up one path
+        // and register another, shadowing a live key).
+        let name = validate_name(&name.into()).map_err(DynamicKeyRegistrationFailure::Invalid)?;
         let registry = &self.node.tree.dynamic;
         let mut held = registry.held.lock();
-        let path: Arc<str> = Arc::from(format!("{}/{}", self.path(), name.into().trim()));
+        // Again under the registry lock: a key never registers under a
+        // parent that closed meanwhile.
+        if self.is_closed() {
+            return Err(DynamicKeyRegistrationFailure::Closed);
+        }
+        let path: Arc<str> = Arc::from(format!("{}/{}", self.path(), name));
         if let Some(generation) = held.get(&path) {
             return Err(DynamicKeyRegistrationFailure::NameInUse {
                 generation: *generation,
@@ -128,10 +137,9 @@ impl ResourceBudget {
             });
         }
         let generation = registry.next_generation.fetch_add(1, Ordering::Relaxed);
-        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
         let budget = self
             .make_child(
-                name,
+                name.to_string(),
                 limit,
                 Some(Gate {
                     closed: crate::loom::AtomicBool::new(false),

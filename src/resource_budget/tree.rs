@@ -413,7 +413,7 @@ pub struct ResourceBudgetTree {
     root: ResourceBudget,
 }
 
-fn validate_name(name: &str) -> Result<Arc<str>, RuntimeContractViolation> {
+pub(crate) fn validate_name(name: &str) -> Result<Arc<str>, RuntimeContractViolation> {
     let name = name.trim();
     if name.is_empty() {
         return Err(RuntimeContractViolation::EmptyBudgetName);

@@ -916,3 +916,79 @@ async fn stale_drops_and_receives_release_in_their_class() {
     let data: Vec<_> = std::iter::from_fn(|| budget.try_acquire_data(1).ok()).collect();
     assert_eq!(data.len(), 3, "the data share is whole again");
 }
+
+/// Rate tokens follow the work actually admitted (stopped clock, burst 2):
+/// a request refused at a lower level, or by a closed key after reserving,
+/// gives its ancestors' tokens back; a permit rebound from an unrated
+/// budget and then promoted gives back no token it never took.
+#[test]
+fn rate_tokens_are_taken_only_by_admitted_work() {
+    let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
+    let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock).expect("valid");
+    let rated = tree
+        .root()
+        .child("rated", limit(10, 1_000).with_rate(RateLimit::new(1, 2)))
+        .expect("fits");
+    let full = rated
+        .child("full", limit(1, 100).with_rate(RateLimit::new(1, 2)))
+        .expect("fits");
+    let held = full.try_acquire_data(1).expect("token 1 of 2");
+    for _ in 0..5 {
+        let refused = full.try_acquire_data(1).expect_err("`full` holds one");
+        assert_eq!(refused.dimension(), Some(BudgetDimension::Count));
+    }
+    let second = rated
+        .try_acquire_data(1)
+        .expect("the refusals took no token from `rated`");
+    assert_eq!(
+        rated
+            .try_acquire_data(1)
+            .expect_err("both tokens used")
+            .dimension(),
+        Some(BudgetDimension::Rate)
+    );
+    drop((held, second));
+
+    // A closed key refuses after reserving: the token goes back too.
+    let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
+    let tree = ResourceBudgetTree::with_clock(
+        "process",
+        limit(100, 10_000).with_rate(RateLimit::new(1, 1)),
+        clock,
+    )
+    .expect("valid");
+    let key = tree
+        .root()
+        .register_dynamic_child("tenant", limit(10, 1_000).with_rate(RateLimit::new(1, 1)))
+        .expect("registered");
+    key.close();
+    assert!(key.try_acquire(1, BudgetClass::Data).is_err());
+    let admitted = tree
+        .root()
+        .try_acquire_data(1)
+        .expect("the token came back");
+    drop(admitted);
+
+    // Rebind from an unrated sibling, then promote: no token is created.
+    let clock = Arc::new(ManualClock(std::sync::Mutex::new(Duration::ZERO)));
+    let tree = ResourceBudgetTree::with_clock("process", limit(100, 10_000), clock).expect("valid");
+    let a = tree
+        .root()
+        .child("a", limit(10, 1_000).with_rate(RateLimit::new(1, 1)))
+        .expect("fits");
+    let b = tree.root().child("b", limit(10, 1_000)).expect("fits");
+    let first = a.try_acquire_data(1).expect("a's one token");
+    let mut moved = b.try_acquire_data(1).expect("b is unrated");
+    assert!(matches!(
+        moved.try_rebind(&a).expect("same tree"),
+        PermitRebindOutcome::Rebound
+    ));
+    moved.promote_to_control();
+    assert_eq!(
+        a.try_acquire_data(1)
+            .expect_err("no token was created")
+            .dimension(),
+        Some(BudgetDimension::Rate)
+    );
+    drop((first, moved));
+}

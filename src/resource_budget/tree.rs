@@ -260,11 +260,36 @@ impl Node {
         }
         if let Err(dimension) = self.reserve_level(count, bytes, class, rate) {
             if let Some(parent) = self.parent.as_deref() {
-                parent.release_chain(count, bytes, class, stop_before);
+                parent.roll_back_chain(count, bytes, class, rate, stop_before);
             }
             return Err((self, dimension));
         }
         Ok(())
+    }
+
+    /// Undoes a reservation this call made along the chain `self` → root
+    /// (or up to `stop_before`): [`release_chain`](Self::release_chain)
+    /// plus, when it took rate tokens, one token back at every rated level
+    /// (a refused request consumes no rate).
+    fn roll_back_chain(
+        &self,
+        count: usize,
+        bytes: usize,
+        class: BudgetClass,
+        rate: bool,
+        stop_before: Option<&Node>,
+    ) {
+        self.release_chain(count, bytes, class, stop_before);
+        if rate && count > 0 {
+            let mut next = Some(self);
+            while let Some(node) = next {
+                if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
+                    break;
+                }
+                node.restore_token();
+                next = node.parent.as_deref();
+            }
+        }
     }
 
     /// Releases along the chain `self` → root (or up to `stop_before`).
@@ -336,7 +361,8 @@ impl Node {
         }
         if let Some(closed) = self.closed_level() {
             let rejection = self.rejection(closed, BudgetRejectionReason::Closed);
-            self.release(1, bytes, class);
+            self.roll_back_chain(1, bytes, class, true, None);
+            self.tree.notify_released();
             return Err(rejection);
         }
         Ok(())
@@ -623,6 +649,11 @@ pub struct ResourcePermit {
     node: Arc<Node>,
     bytes: usize,
     class: BudgetClass,
+    /// The chain levels above this depth (root = 0) hold one rate token
+    /// for this permit (where they are rated): all of them after an
+    /// acquisition, only the common ancestors after a rebind (target-only
+    /// levels are reserved without a token), none once promoted.
+    token_levels: usize,
 }
 
 impl fmt::Debug for ResourcePermit {
@@ -639,7 +670,13 @@ impl ResourcePermit {
     /// Takes ownership of one reservation made with [`Node::reserve`].
     #[inline]
     pub(crate) fn from_reserved(node: Arc<Node>, bytes: usize, class: BudgetClass) -> Self {
-        Self { node, bytes, class }
+        let token_levels = node.depth + 1;
+        Self {
+            node,
+            bytes,
+            class,
+            token_levels,
+        }
     }
 
     /// The bytes this permit holds.
@@ -682,6 +719,14 @@ impl ResourcePermit {
         if let Err((at, dimension)) = node.reserve_chain(0, delta, self.class, false, None) {
             return Err(node.refused(at, dimension));
         }
+        // Again after reserving, as an acquisition does: growth racing a
+        // close is either before it (and charged) or refused.
+        if let Some(closed) = node.closed_level() {
+            let rejection = node.rejection(closed, BudgetRejectionReason::Closed);
+            node.release_chain(0, delta, self.class, None);
+            node.tree.notify_released();
+            return Err(rejection);
+        }
         self.bytes = bytes;
         Ok(())
     }
@@ -698,9 +743,12 @@ impl ResourcePermit {
             if let Some(data) = &node.data_usage {
                 data.sub(1, self.bytes);
             }
-            node.restore_token();
+            if node.depth < self.token_levels {
+                node.restore_token();
+            }
             next = node.parent.as_deref();
         }
+        self.token_levels = 0;
         self.class = BudgetClass::Control;
         self.node.tree.notify_released();
     }
@@ -741,9 +789,20 @@ impl ResourcePermit {
                     target_node.refused(at, dimension),
                 ));
             }
+            // Again after reserving, as an acquisition does: a rebind racing
+            // the target's close is either before it or refused.
+            if let Some(closed) = target_node.closed_level() {
+                let rejection = target_node.rejection(closed, BudgetRejectionReason::Closed);
+                target_node.release_chain(1, self.bytes, self.class, common);
+                target_node.tree.notify_released();
+                return Ok(PermitRebindOutcome::Rejected(rejection));
+            }
         }
         source.release_chain(1, self.bytes, self.class, common);
         source.tree.notify_released();
+        // Only the common ancestors keep a token for this permit.
+        let common_levels = common.map_or(0, |common| common.depth + 1);
+        self.token_levels = self.token_levels.min(common_levels);
         self.node = Arc::clone(target_node);
         Ok(PermitRebindOutcome::Rebound)
     }

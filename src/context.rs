@@ -29,18 +29,14 @@ pub struct RuntimeContext {
     shared: Arc<ContextShared>,
 }
 
-/// A harness's resources: the detected memory limit, or an unlimited
-/// stand-in when nothing is detectable (a harness must not fail for that).
+/// A harness's resources: a permissive `u64::MAX` memory budget (CONTRACTS
+/// 1.19). A harness is for migration and tests: it never runs production
+/// memory discovery, so a test sized for a large budget behaves the same in
+/// a small container.
 fn harness_resources() -> RuntimeResult<RuntimeResources> {
-    let limit = match ProcessMemoryLimit::detect() {
-        Ok(limit) => limit,
-        Err(_) => ProcessMemoryLimit::configured(u64::MAX).map_err(|violation| {
-            RuntimeError::configuration_failure(
-                RuntimeOperation::DetectProcessMemoryLimit,
-                violation,
-            )
-        })?,
-    };
+    let limit = ProcessMemoryLimit::configured(u64::MAX).map_err(|violation| {
+        RuntimeError::configuration_failure(RuntimeOperation::DetectProcessMemoryLimit, violation)
+    })?;
     RuntimeResources::new(limit, None, ManagedMemoryPolicy::default()).map_err(|violation| {
         RuntimeError::configuration_failure(RuntimeOperation::ResolveManagedMemoryBudget, violation)
     })

@@ -62,6 +62,44 @@ macro_rules! delegate_spawns {
         {
             self.$group.spawn_cancellable_service(name, future)
         }
+
+        /// See [`TaskGroup::spawn_critical`](crate::TaskGroup::spawn_critical).
+        ///
+        /// # Errors
+        ///
+        /// As `spawn`.
+        #[track_caller]
+        pub fn spawn_critical<F>(
+            &self,
+            name: impl Into<crate::TaskName>,
+            kind: crate::TaskKind,
+            state: &crate::CriticalFailureState,
+            future: F,
+        ) -> crate::RuntimeResult<crate::TaskId>
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.$group.spawn_critical(name, kind, state, future)
+        }
+
+        /// See
+        /// [`TaskGroup::spawn_critical_service`](crate::TaskGroup::spawn_critical_service).
+        ///
+        /// # Errors
+        ///
+        /// As `spawn`.
+        #[track_caller]
+        pub fn spawn_critical_service<F>(
+            &self,
+            name: impl Into<crate::TaskName>,
+            state: &crate::CriticalFailureState,
+            future: F,
+        ) -> crate::RuntimeResult<crate::TaskId>
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.$group.spawn_critical_service(name, state, future)
+        }
     };
 }
 pub(crate) use delegate_spawns;

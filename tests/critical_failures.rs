@@ -26,8 +26,8 @@ async fn a_panicking_critical_service_under_each_recovery() {
         lifecycle
             .spawn_critical_failure_monitor(&monitors.task_spawner(), &failures, recovery)
             .expect("monitor");
+        // Through the context itself (CONTRACTS 1.3 delegates the spawns).
         component
-            .task_group()
             .spawn_critical_service("replicator", &failures, async {
                 panic!("replication broke")
             })
@@ -159,7 +159,8 @@ async fn a_full_notification_channel_loses_nothing() {
 #[tokio::test(start_paused = true)]
 async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
     let harness = harness("critical");
-    let group = harness.service_context("broker").task_group().clone();
+    let context = harness.service_context("broker");
+    let group = context.task_group().clone();
     let failures = CriticalFailureState::new();
     group
         .spawn_critical_service("early-exit", &failures, async {})
@@ -168,7 +169,9 @@ async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
     group
         .spawn_critical_service("orderly", &failures, async move { token.cancelled().await })
         .expect("spawned");
-    group
+    // A library holding only a spawner can spawn critical work too.
+    context
+        .task_spawner()
         .spawn_critical("worker", TaskKind::Worker, &failures, async {})
         .expect("spawned");
     guard("early exit recorded", failures.wait()).await;

@@ -992,3 +992,17 @@ fn rate_tokens_are_taken_only_by_admitted_work() {
     );
     drop((first, moved));
 }
+
+/// A `RuntimeContext` harness never runs production memory discovery: its
+/// process budget is permissive (CONTRACTS 1.19), so tests sized for a large
+/// budget behave the same in a small container.
+#[tokio::test]
+async fn a_harness_process_budget_is_permissive() {
+    let harness = support::harness("budget-harness");
+    let budget = harness.service_context("broker").process_budget();
+    assert_eq!(budget.limit().capacity.bytes, usize::MAX);
+    let child = budget
+        .child("large", limit(1, 1 << 50))
+        .expect("fits any realistic size");
+    assert_eq!(child.limit().capacity.bytes, 1 << 50);
+}

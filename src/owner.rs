@@ -77,8 +77,8 @@ impl RuntimeOwnerPlan {
         &self.config
     }
 
-    /// Caps the process memory limit at `limit` (the detected limit is
-    /// still reported; the smaller of the two is effective).
+    /// Uses `limit` as the process memory limit: `build` then skips memory
+    /// discovery (environment, cgroups, host memory) entirely.
     #[must_use]
     pub fn with_memory_limit(mut self, limit: ProcessMemoryLimit) -> Self {
         self.memory_limit = Some(limit);
@@ -105,10 +105,11 @@ impl RuntimeOwnerPlan {
     ///
     /// Kind `Io` (operation `BuildTokioRuntime`) when Tokio cannot start.
     pub fn build(self) -> RuntimeResult<RuntimeOwner> {
-        let detected = match ProcessMemoryLimit::detect() {
-            Ok(detected) => detected,
-            // Nothing detectable: a configured limit stands in for it.
-            Err(error) => self.memory_limit.ok_or(error)?,
+        // A supplied limit replaces discovery (CONTRACTS: skip detection,
+        // use the supplied limit).
+        let detected = match self.memory_limit {
+            Some(limit) => limit,
+            None => ProcessMemoryLimit::detect()?,
         };
         let resources = RuntimeResources::new(detected, self.memory_limit, self.memory_policy)
             .map_err(|violation| {

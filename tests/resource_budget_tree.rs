@@ -695,6 +695,17 @@ fn components_share_the_owner_process_budget() {
         too_much.operation(),
         rocketmq_runtime::RuntimeOperation::ResolveManagedMemoryBudget
     );
+    // A supplied limit replaces discovery, even above this host's memory.
+    let pebibyte = 1_u64 << 50;
+    let supplied = RuntimeOwner::plan(RuntimeConfig::for_parallelism("budgets", 2))
+        .expect("valid")
+        .with_memory_limit(ProcessMemoryLimit::configured(pebibyte).expect("positive"))
+        .build()
+        .expect("builds");
+    assert_eq!(
+        supplied.resources().memory_budget().managed_bytes(),
+        pebibyte
+    );
 }
 
 /// Every way an entry leaves a queue gives its reservation back, in the

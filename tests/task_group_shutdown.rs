@@ -347,3 +347,45 @@ fn a_4096_deep_chain_drops_on_a_1_mib_stack() {
         assert_eq!(ctx.root_group().component_count(), 0);
     });
 }
+
+/// A minimal executor with no Tokio context: polls `future` on this thread,
+/// parking between wake-ups.
+fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut context = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
+/// A shutdown polled by another executor (no Tokio context on the thread)
+/// still times its deadline on the owner's runtime, instead of panicking
+/// for want of a timer.
+#[test]
+fn a_shutdown_polled_outside_tokio_still_meets_its_deadline() {
+    let owner = rocketmq_runtime::RuntimeOwner::plan(
+        rocketmq_runtime::RuntimeConfig::for_parallelism("plain-executor", 2),
+    )
+    .expect("valid")
+    .with_memory_limit(rocketmq_runtime::ProcessMemoryLimit::configured(1 << 30).expect("positive"))
+    .build()
+    .expect("owner");
+    let component = owner.root_context().component("stubborn");
+    component
+        .spawn_service("ignores-cancel", std::future::pending::<()>())
+        .expect("open");
+    let group = component.task_group().clone();
+    let report = block_on_plain_thread(group.shutdown(Duration::from_millis(200)));
+    assert_eq!(report.timed_out, 1, "{}", report.to_json());
+    assert!(!report.is_healthy());
+}

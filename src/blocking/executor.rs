@@ -575,7 +575,10 @@ impl BlockingExecutor {
     ) -> RuntimeResult<crate::BlockingExecutorShutdownReport> {
         self.stop_admission()?;
         let table = &self.inner.table;
-        let _ = notified_until(table.emptied(), deadline, || table.len() == 0).await;
+        let _ = notified_until(table.emptied(), deadline, Some(&self.inner.handle), || {
+            table.len() == 0
+        })
+        .await;
         // One snapshot decides all three fields, so they never disagree.
         let snapshot = table.snapshot();
         let pending_operations = snapshot.tasks.len();

@@ -400,6 +400,7 @@ impl MetadataIoActor {
         let finished = crate::task_group::submission::notified_until(
             &shared.finished,
             ShutdownDeadline::from_tokio(deadline.instant()),
+            Some(shared.group.runtime_handle()),
             || shared.coordinator_done.load(Ordering::SeqCst),
         )
         .await;

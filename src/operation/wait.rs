@@ -51,12 +51,12 @@ impl OperationContext {
     pub async fn wait(&self, owner: &TaskGroup, timeout: Duration) -> RuntimeResult<bool> {
         self.check_owner(owner)?;
         let deadline = ShutdownDeadline::after(timeout);
-        if self.settle_until(deadline).await {
+        if self.settle_until(owner, deadline).await {
             return Ok(true);
         }
         self.abort_tasks(owner)?;
         let _ = self
-            .settle_until(ShutdownDeadline::after(ABORT_CONFIRMATION))
+            .settle_until(owner, ShutdownDeadline::after(ABORT_CONFIRMATION))
             .await;
         Ok(false)
     }
@@ -81,7 +81,7 @@ impl OperationContext {
         deadline: ShutdownDeadline,
     ) -> RuntimeResult<bool> {
         self.check_owner(owner)?;
-        if self.settle_until(deadline).await {
+        if self.settle_until(owner, deadline).await {
             return Ok(true);
         }
         self.abort_tasks(owner)?;
@@ -160,13 +160,13 @@ impl OperationContext {
         policy: OperationWaitPolicy,
     ) -> RuntimeResult<OperationWaitOutcome> {
         self.close_for(owner, false)?;
-        if self.settle_until(policy.graceful()).await {
+        if self.settle_until(owner, policy.graceful()).await {
             return Ok(OperationWaitOutcome::Completed);
         }
         // Before the walk: a submission still registering aborts itself.
         self.shared().gate.start_aborting();
         self.abort_tasks(owner)?;
-        if self.settle_until(policy.confirmation()).await {
+        if self.settle_until(owner, policy.confirmation()).await {
             return Ok(OperationWaitOutcome::AbortConfirmed);
         }
         // Read once: tasks may finish between the deadline and this read.
@@ -213,9 +213,15 @@ impl OperationContext {
     }
 
     /// Waits until the active count is zero; false once `deadline` passes.
-    async fn settle_until(&self, deadline: ShutdownDeadline) -> bool {
+    async fn settle_until(&self, owner: &TaskGroup, deadline: ShutdownDeadline) -> bool {
         let shared = self.shared();
         let _watch = shared.gate.watch();
-        notified_until(&shared.notify, deadline, || shared.gate.active() == 0).await
+        notified_until(
+            &shared.notify,
+            deadline,
+            Some(owner.runtime_handle()),
+            || shared.gate.active() == 0,
+        )
+        .await
     }
 }

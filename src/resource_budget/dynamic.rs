@@ -216,6 +216,8 @@ impl DynamicBudgetKey {
         let drained = notified_until(
             &tree.released,
             ShutdownDeadline::from_tokio(deadline),
+            // A budget belongs to no runtime: the caller's times the wait.
+            None,
             || node.current_count() == 0,
         )
         .await;

@@ -29,7 +29,7 @@ use crate::loom::Arc;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::state::{CLOSED, COMPLETED};
-use crate::task_group::submission::Watch;
+use crate::task_group::submission::{sleep_until_on, Watch};
 use crate::task_group::{GroupInner, TaskGroup};
 use crate::ShutdownDeadline;
 
@@ -101,11 +101,14 @@ impl GroupInner {
             if Instant::now() >= deadline {
                 break;
             }
+            // On the owner's runtime: a shutdown polled by another executor
+            // (or none) still has a timer.
+            let expiry = sleep_until_on(deadline, Some(self.tree.handle()));
             tokio::select! {
                 biased;
                 () = &mut idle => {}
                 () = &mut changed => {}
-                () = tokio::time::sleep_until(deadline) => break,
+                () = expiry => break,
             }
         }
         self.gate.abort_matching(true, |_| true);

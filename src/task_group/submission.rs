@@ -354,7 +354,7 @@ impl TaskGroup {
         }
         let inner = &self.inner;
         let _watch = Watch::new(&inner.settle_watchers);
-        notified_until(&inner.settled, deadline, || {
+        notified_until(&inner.settled, deadline, Some(inner.tree.handle()), || {
             !inner.gate.contains(id.slot(), id.as_u64())
         })
         .await
@@ -366,9 +366,13 @@ impl TaskGroup {
 /// watcher (so the notifying side knows to notify) before calling. Each
 /// check follows an enabled `Notified`, so a notification between the
 /// check and the wait is never missed.
+///
+/// The deadline timer is registered with `runtime` when given (the owner's
+/// runtime), so the wait also works when polled outside any Tokio runtime.
 pub(crate) async fn notified_until(
     notify: &Notify,
     deadline: ShutdownDeadline,
+    runtime: Option<&tokio::runtime::Handle>,
     mut done: impl FnMut() -> bool,
 ) -> bool {
     loop {
@@ -381,12 +385,24 @@ pub(crate) async fn notified_until(
         if deadline.is_expired() {
             return false;
         }
+        let expiry = sleep_until_on(deadline.tokio_instant(), runtime);
         tokio::select! {
             biased;
             () = &mut notified => {}
-            () = tokio::time::sleep_until(deadline.tokio_instant()) => {}
+            () = expiry => {}
         }
     }
+}
+
+/// `tokio::time::sleep_until`, registered with `runtime` when given
+/// rather than with whichever runtime polls it (none, for a future polled
+/// by another executor).
+pub(crate) fn sleep_until_on(
+    deadline: Instant,
+    runtime: Option<&tokio::runtime::Handle>,
+) -> tokio::time::Sleep {
+    let _entered = runtime.map(tokio::runtime::Handle::enter);
+    tokio::time::sleep_until(deadline)
 }
 
 /// Registers interest in a notification for as long as it lives.

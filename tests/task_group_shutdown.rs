@@ -389,3 +389,17 @@ fn a_shutdown_polled_outside_tokio_still_meets_its_deadline() {
     assert_eq!(report.timed_out, 1, "{}", report.to_json());
     assert!(!report.is_healthy());
 }
+
+/// A shut-down 4,096-deep chain (its cached report and settled evidence
+/// nest 4,096 levels) is freed without recursing, on a 1 MiB stack.
+#[test]
+fn a_4096_deep_chain_shut_down_and_dropped_on_a_1_mib_stack() {
+    on_small_stack("deep-shutdown-drop", |ctx| async move {
+        let leaf = chain(&ctx, 4096);
+        let report = ctx.shutdown_tasks_now();
+        assert_eq!(tree_nodes(&report), 4097);
+        assert!(report.is_healthy());
+        drop((report, leaf));
+        drop(ctx);
+    });
+}

@@ -44,6 +44,28 @@ pub(crate) struct LocalSettlement {
     children: Vec<Arc<LocalSettlement>>,
 }
 
+/// A settled 4,096-deep chain is freed without recursing: each settlement
+/// this drop owns last hands its children to one explicit stack.
+impl Drop for LocalSettlement {
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.children);
+        while let Some(child) = stack.pop() {
+            if let Ok(mut owned) = Arc::try_unwrap(child) {
+                stack.append(&mut owned.children);
+            }
+        }
+    }
+}
+
+/// Frees a report's nested children with an explicit stack instead of
+/// recursion (a cached report of a deep tree).
+pub(crate) fn dismantle(report: &mut ShutdownReport) {
+    let mut stack = std::mem::take(&mut report.children);
+    while let Some(mut child) = stack.pop() {
+        stack.append(&mut child.children);
+    }
+}
+
 impl LocalSettlement {
     pub(crate) fn empty(report: ShutdownReport) -> Self {
         Self {

@@ -170,6 +170,12 @@ impl RootServiceContext {
         self.shared.resources().process_budget()
     }
 
+    /// The owner's resources: the process budget, the memory limit and
+    /// the managed budget derived from it (CONTRACTS 1.2).
+    pub fn resources(&self) -> &RuntimeResources {
+        self.shared.resources()
+    }
+
     /// The id shared by every context of this owner.
     pub fn runtime_id(&self) -> &str {
         self.shared.runtime_id()
@@ -272,8 +278,9 @@ impl ChildServiceContext {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
     }
 
-    /// The owner's resources (crate: the metadata actor's registry).
-    pub(crate) fn resources(&self) -> &RuntimeResources {
+    /// The owner's resources: the process budget, the memory limit and
+    /// the managed budget derived from it (CONTRACTS 1.3).
+    pub fn resources(&self) -> &RuntimeResources {
         self.shared.resources()
     }
 

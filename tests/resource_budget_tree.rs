@@ -665,6 +665,16 @@ fn components_share_the_owner_process_budget() {
     assert_eq!(resources.memory_budget().managed_bytes(), 500_000);
     let broker = owner.root_context().component("broker");
     let store = owner.root_context().component("store");
+    // Every context reaches the owner's resources.
+    assert_eq!(
+        owner
+            .root_context()
+            .resources()
+            .memory_budget()
+            .managed_bytes(),
+        500_000
+    );
+    assert_eq!(broker.resources().memory_budget().managed_bytes(), 500_000);
     let process = owner.root_context().process_budget();
     assert_eq!(process.path(), "process");
     assert_eq!(process.limit().capacity.bytes, 500_000);

@@ -132,8 +132,20 @@ impl RuntimeOwnerPlan {
         if config.enable_io {
             builder.enable_io();
         }
-        let runtime = builder
-            .build()
+        // Tokio panics (rather than failing) when the OS refuses a worker
+        // thread: too many workers, a stack the OS cannot give, a name with
+        // an interior NUL. A configuration `plan()` accepted must still end
+        // in an error here, never a panic.
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.build()))
+            .unwrap_or_else(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|message| (*message).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "the Tokio runtime builder panicked".to_owned());
+                Err(std::io::Error::other(message))
+            });
+        let runtime = built
             .map_err(|error| RuntimeError::build(RuntimeOperation::BuildTokioRuntime, error))?;
         let group = TaskGroup::new_root(config.thread_name.as_str(), runtime.handle().clone());
         let shared = ContextShared::new(&group, &config, resources);

@@ -373,3 +373,19 @@ fn lanes_have_stable_labels() {
         assert_eq!(lane.to_string(), lane.as_str());
     }
 }
+
+/// A configuration `plan()` accepts but the OS cannot run (here a thread
+/// name with an interior NUL, which std refuses when Tokio starts its
+/// workers) ends in a `BuildTokioRuntime` error from `build()`, never a
+/// panic.
+#[test]
+fn a_runtime_the_os_cannot_start_is_a_build_error_not_a_panic() {
+    let mut config = RuntimeConfig::for_parallelism("broker", 2);
+    config.thread_name = "broker\0worker".to_owned();
+    let plan = rocketmq_runtime::RuntimeOwner::plan(config).expect("plan only validates");
+    let error = plan.build().expect_err("the OS refuses the thread name");
+    assert_eq!(
+        error.operation(),
+        rocketmq_runtime::RuntimeOperation::BuildTokioRuntime
+    );
+}

@@ -37,16 +37,43 @@ struct Args {
     data_dir: PathBuf,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = std::env::args().skip(1);
+const USAGE: &str = "usage: broker_entrypoint [--run-for <seconds>] [--data-dir <path>]";
+
+/// Why the arguments were not parsed.
+enum ArgsError {
+    /// `--help`: print the usage to stdout and exit 0.
+    Help,
+    /// A usage error: print it to stderr and exit 2.
+    Usage(String),
+}
+
+impl From<&str> for ArgsError {
+    fn from(message: &str) -> Self {
+        Self::Usage(message.to_owned())
+    }
+}
+
+impl From<String> for ArgsError {
+    fn from(message: String) -> Self {
+        Self::Usage(message)
+    }
+}
+
+fn parse_args() -> Result<Args, ArgsError> {
+    // `args_os`: a path argument need not be UTF-8 (`args` would panic).
+    let mut args = std::env::args_os().skip(1);
     let mut parsed = Args {
         run_for: None,
         data_dir: PathBuf::from("target/broker-data"),
     };
     while let Some(arg) = args.next() {
-        match arg.as_str() {
+        let Some(flag) = arg.to_str() else {
+            return Err(format!("unknown argument `{}`", arg.to_string_lossy()).into());
+        };
+        match flag {
             "--run-for" => {
                 let value = args.next().ok_or("--run-for needs a number of seconds")?;
+                let value = value.to_string_lossy();
                 let seconds: f64 = value
                     .parse()
                     .map_err(|_| format!("--run-for: `{value}` is not a number of seconds"))?;
@@ -57,12 +84,8 @@ fn parse_args() -> Result<Args, String> {
             "--data-dir" => {
                 parsed.data_dir = PathBuf::from(args.next().ok_or("--data-dir needs a path")?);
             }
-            "--help" | "-h" => {
-                return Err(
-                    "usage: broker_entrypoint [--run-for <seconds>] [--data-dir <path>]".into(),
-                );
-            }
-            other => return Err(format!("unknown argument `{other}`")),
+            "--help" | "-h" => return Err(ArgsError::Help),
+            other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
     Ok(parsed)
@@ -262,8 +285,12 @@ fn start_broker(
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
+        Err(ArgsError::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(ArgsError::Usage(message)) => {
+            eprintln!("{message}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -339,7 +366,10 @@ fn main() -> ExitCode {
     let request = match owner.block_on(wait_for_stop(&lifecycle, args.run_for)) {
         Ok(request) => request,
         Err(error) => {
+            // A broker that cannot hear SIGTERM must not look like a clean
+            // stop to its supervisor: it fails (exit 1) after shutting down.
             eprintln!("cannot install signal handlers: {error}; shutting down");
+            lifecycle.mark_failed();
             lifecycle.request_shutdown(ShutdownReason::Internal)
         }
     };
@@ -383,13 +413,20 @@ fn main() -> ExitCode {
     let failed = lifecycle.state() == ServiceLifecycleState::Failed;
     lifecycle.mark_stopped();
     println!("{}", report.to_json());
-    if let Some(failure) = failures.pending() {
+    let critical = failures.pending();
+    if let Some(failure) = &critical {
         eprintln!("critical failure: {failure:?}");
     }
-    if report.is_healthy() && !failed {
+    // Metadata that did not become durable is lost work: the exit says so.
+    let metadata_lost = drained.timed_out || !drained.unfinished.is_empty();
+    if report.is_healthy() && !failed && critical.is_none() && !metadata_lost {
         ExitCode::SUCCESS
     } else {
-        eprintln!("shutdown report is unhealthy or the service failed");
+        eprintln!(
+            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata unfinished {metadata_lost}",
+            report.is_healthy(),
+            critical.is_some()
+        );
         ExitCode::from(1)
     }
 }

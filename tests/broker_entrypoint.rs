@@ -107,6 +107,26 @@ fn invalid_arguments_exit_with_usage_error() {
             .expect("run example");
         assert_eq!(status.code(), Some(2), "--run-for {value}");
     }
+    // `--help` is not an error: usage on stdout, exit 0.
+    let help = Command::new(example_binary())
+        .arg("--help")
+        .stderr(Stdio::null())
+        .output()
+        .expect("run example");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("usage: broker_entrypoint"));
+    // A non-UTF-8 argument is a usage error, not a panic.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let status = Command::new(example_binary())
+            .arg(std::ffi::OsStr::from_bytes(b"--\xff"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run example");
+        assert_eq!(status.code(), Some(2));
+    }
 }
 
 #[cfg(unix)]

@@ -168,6 +168,21 @@ impl RuntimeResources {
         }
     }
 
+    /// Ends `actor`'s live ownership of one target (history is kept): its
+    /// resource moved to another target.
+    pub(crate) fn release_metadata_target(&self, target: &Path, actor: u64) {
+        if let Some(entry) = self
+            .inner
+            .metadata_targets
+            .lock()
+            .get_mut(&normalize(target))
+        {
+            if entry.writer == Some(actor) {
+                entry.writer = None;
+            }
+        }
+    }
+
     /// Ends `actor`'s live ownership of its targets (history is kept).
     pub(crate) fn release_metadata_writer(&self, actor: u64) {
         for entry in self.inner.metadata_targets.lock().values_mut() {

@@ -519,14 +519,28 @@ impl ActorShared {
             return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
         }
         let state = &mut *guard;
-        // Target ownership: one resource per target per owner.
-        if let Some(existing) = state.resources.get(&request.resource) {
-            if crate::resources::normalize(&existing.target)
-                != crate::resources::normalize(&request.target)
+        // Target ownership: one resource per target per owner. A resource
+        // may move to another target only while it has no pending work
+        // (invariant 98); its old target keeps its history.
+        let moving = match state.resources.get(&request.resource) {
+            Some(existing)
+                if crate::resources::normalize(&existing.target)
+                    != crate::resources::normalize(&request.target) =>
             {
-                return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
+                if existing.in_flight.is_some() || existing.queued.is_some() {
+                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
+                }
+                Some(Arc::clone(&existing.target))
             }
-        } else {
+            Some(_) => None,
+            None => {
+                if state.resources.len() >= self.resources.metadata_target_capacity() {
+                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+                }
+                None
+            }
+        };
+        if moving.is_some() || !state.resources.contains_key(&request.resource) {
             if state.resources.len() >= self.resources.metadata_target_capacity() {
                 return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
             }
@@ -535,6 +549,9 @@ impl ActorShared {
                 .claim_metadata_target(&request.target, &request.resource, self.id)
             {
                 Ok((durable, fenced)) => {
+                    if let Some(old_target) = &moving {
+                        self.resources.release_metadata_target(old_target, self.id);
+                    }
                     state.resources.insert(
                         Arc::clone(&request.resource),
                         Resource {

@@ -146,41 +146,36 @@ impl RuntimeResources {
         Ok((None, false))
     }
 
-    pub(crate) fn record_metadata_durable(&self, target: &Path, generation: MetadataGeneration) {
+    /// Runs `update` on `target`'s registry entry, if it has one.
+    fn update_target(&self, target: &Path, update: impl FnOnce(&mut MetadataTarget)) {
         if let Some(entry) = self
             .inner
             .metadata_targets
             .lock()
             .get_mut(&normalize(target))
         {
-            entry.durable = Some(entry.durable.map_or(generation, |old| old.max(generation)));
+            update(entry);
         }
     }
 
+    pub(crate) fn record_metadata_durable(&self, target: &Path, generation: MetadataGeneration) {
+        self.update_target(target, |entry| {
+            entry.durable = Some(entry.durable.map_or(generation, |old| old.max(generation)));
+        });
+    }
+
     pub(crate) fn fence_metadata_target(&self, target: &Path) {
-        if let Some(entry) = self
-            .inner
-            .metadata_targets
-            .lock()
-            .get_mut(&normalize(target))
-        {
-            entry.fenced = true;
-        }
+        self.update_target(target, |entry| entry.fenced = true);
     }
 
     /// Ends `actor`'s live ownership of one target (history is kept): its
     /// resource moved to another target.
     pub(crate) fn release_metadata_target(&self, target: &Path, actor: u64) {
-        if let Some(entry) = self
-            .inner
-            .metadata_targets
-            .lock()
-            .get_mut(&normalize(target))
-        {
+        self.update_target(target, |entry| {
             if entry.writer == Some(actor) {
                 entry.writer = None;
             }
-        }
+        });
     }
 
     /// Ends `actor`'s live ownership of its targets (history is kept).

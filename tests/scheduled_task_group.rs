@@ -101,6 +101,28 @@ fn scheduler(name: &'static str) -> (rocketmq_runtime::RuntimeContext, Scheduled
     (harness, scheduler)
 }
 
+/// A `maintenance` scheduler with `config` registered under the default
+/// policy, its runs recorded and taking `run_time`.
+fn recorded(
+    config: ScheduledTaskConfig,
+    run_time: Duration,
+) -> (
+    rocketmq_runtime::RuntimeContext,
+    ScheduledTaskGroup,
+    Recorder,
+) {
+    let (harness, scheduler) = scheduler("maintenance");
+    let recorder = Recorder::new();
+    scheduler
+        .schedule(
+            config,
+            ScheduledExecutionPolicy::default(),
+            recorder.task(run_time),
+        )
+        .expect("registered");
+    (harness, scheduler, recorder)
+}
+
 /// A fixed-rate-without-overlap schedule with `policy`, period 10, runs of
 /// 23, observed until `at` ms: the run starts and the snapshot.
 async fn serial_fixed_rate(
@@ -159,16 +181,8 @@ async fn fixed_delay_waits_the_period_after_each_completion() {
 /// With an initial delay of 5: runs at 5, 18, 31.
 #[tokio::test(start_paused = true)]
 async fn fixed_delay_starts_after_the_initial_delay() {
-    let (_harness, scheduler) = scheduler("maintenance");
-    let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_delay("flush", ms(10)).with_initial_delay(ms(5));
-    scheduler
-        .schedule(
-            config,
-            ScheduledExecutionPolicy::default(),
-            recorder.task(ms(3)),
-        )
-        .expect("registered");
+    let (_harness, _scheduler, recorder) = recorded(config, ms(3));
     until(&recorder, 32).await;
     assert_eq!(recorder.starts(), [5, 18, 31]);
 }
@@ -674,16 +688,8 @@ async fn a_tick_coming_due_as_a_run_settles_keeps_the_pending_run() {
 /// first poll) until its driver is gone.
 #[tokio::test(start_paused = true)]
 async fn running_is_set_from_registration_until_the_driver_ends() {
-    let (_harness, scheduler) = scheduler("maintenance");
-    let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_delay("flush", ms(10)).with_initial_delay(ms(5));
-    scheduler
-        .schedule(
-            config,
-            ScheduledExecutionPolicy::default(),
-            recorder.task(ms(1)),
-        )
-        .expect("registered");
+    let (_harness, scheduler, recorder) = recorded(config, ms(1));
     assert!(only(&scheduler).running, "running before the first poll");
     let report = scheduler.shutdown(Duration::from_secs(1)).await;
     assert!(report.is_healthy());

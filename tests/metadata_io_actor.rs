@@ -647,3 +647,42 @@ fn a_resource_moves_target_only_without_pending_work() {
         "generation 3 went to the new target"
     );
 }
+
+/// The coordinator is aborted before its first poll (current-thread
+/// runtime, `shutdown_now` right after the first submission): its exit
+/// still runs, so the actor releases its target once the write ends and
+/// another actor of the owner can take the target over.
+#[tokio::test]
+async fn a_coordinator_aborted_before_its_first_poll_still_releases_its_targets() {
+    let harness = support::harness("metadata-unpolled");
+    let fs = Arc::new(RecordingFs::default());
+    let first_context = harness.service_context("broker");
+    let first = actor(&first_context, &fs, 1);
+    let receipt = accepted(first.submit(request("offsets", 1, 8), soon()));
+    let _ = first_context.task_group().shutdown_now();
+    let outcome = support::guard("the write ends", receipt.wait_until_outcome(soon()))
+        .await
+        .expect("resolved");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::Durable(_)),
+        "{outcome:?}"
+    );
+    let second = actor(&harness.service_context("broker-2"), &fs, 1);
+    let receipt = support::guard("the target is released", async {
+        loop {
+            match second
+                .submit(request("offsets", 2, 8), soon())
+                .expect("answered")
+            {
+                MetadataIoAdmissionOutcome::Accepted(receipt) => break receipt,
+                MetadataIoAdmissionOutcome::TargetConflict(_) => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    let outcome = receipt.wait_until_outcome(soon()).await.expect("resolved");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::Durable(_)),
+        "{outcome:?}"
+    );
+}

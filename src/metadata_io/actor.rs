@@ -115,9 +115,14 @@ impl MetadataIoPlan {
             released: AtomicBool::new(false),
         });
         let coordinator = Arc::clone(&shared);
+        // Built before the future: it runs however the coordinator ends,
+        // also when its task is aborted (or dropped by a stopping runtime)
+        // before its first poll.
+        let exit = CoordinatorExit(Arc::clone(&shared));
         shared
             .group
             .spawn("metadata-io-coordinator", TaskKind::Service, async move {
+                let _exit = exit;
                 coordinator.coordinate().await;
             })?;
         Ok(MetadataIoActor { shared })
@@ -664,8 +669,6 @@ impl ActorShared {
     /// The coordinator: starts writes while slots are free, until
     /// admission is stopped and nothing is left.
     async fn coordinate(self: Arc<Self>) {
-        // Runs however the coordinator ends, also when its task is aborted.
-        let _exit = CoordinatorExit(Arc::clone(&self));
         let cancelled = self.group.cancellation_token();
         loop {
             let woken = self.wake.notified();

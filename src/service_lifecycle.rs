@@ -742,7 +742,13 @@ impl ServiceLifecycle {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            let mut listeners = self.inner.signals.lock().await;
+            // Another caller may hold the listeners (and wait on them): a
+            // request made meanwhile still returns at once.
+            let mut listeners = tokio::select! {
+                biased;
+                request = self.wait_for_shutdown() => return Ok(request),
+                listeners = self.inner.signals.lock() => listeners,
+            };
             let listeners = match &mut *listeners {
                 Some(listeners) => listeners,
                 empty => empty.insert(SignalListeners {

@@ -34,3 +34,27 @@ async fn a_signal_between_two_waits_is_observed_by_the_second() {
         .expect("listeners");
     assert_eq!(request.reason, ShutdownReason::Signal);
 }
+
+/// A caller that holds the listeners (a pinned, unpolled wait) does not
+/// keep another caller from seeing a shutdown request.
+#[tokio::test]
+async fn a_request_reaches_every_waiter_while_one_holds_the_listeners() {
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    let holder = lifecycle.wait_for_shutdown_signal();
+    tokio::pin!(holder);
+    assert!(
+        futures::poll!(holder.as_mut()).is_pending(),
+        "holds the listeners"
+    );
+    let other = tokio::spawn({
+        let lifecycle = lifecycle.clone();
+        async move { lifecycle.wait_for_shutdown_signal().await }
+    });
+    tokio::task::yield_now().await;
+    lifecycle.request_shutdown(ShutdownReason::PreStop);
+    let request = guard("the other waiter", other)
+        .await
+        .expect("joins")
+        .expect("listeners");
+    assert_eq!(request.reason, ShutdownReason::PreStop);
+}

@@ -478,20 +478,25 @@ impl BlockingExecutor {
         let result = tokio::time::timeout_at(caller_deadline.tokio_instant(), handle).await;
         let mut abandoned = abandoned;
         match result {
-            Ok(Ok(Some(value))) => {
+            Ok(Ok(Ok(value))) => {
                 abandoned.armed = false;
                 Ok(value)
             }
             // Tokio's blocking pool started the job only after the scope
             // closed or the operation deadline passed: the closure never
             // ran; its permit and record are already back.
-            Ok(Ok(None)) => {
+            Ok(Ok(Err(NotStarted::Closed))) => {
                 abandoned.armed = false;
-                Err(if inner.admits() {
-                    RuntimeError::timed_out(RuntimeOperation::BlockingTaskDeadline)
-                } else {
-                    RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission)
-                })
+                table.reject();
+                Err(RuntimeError::closed(
+                    RuntimeOperation::BlockingQueueAdmission,
+                ))
+            }
+            Ok(Ok(Err(NotStarted::Expired))) => {
+                abandoned.armed = false;
+                Err(RuntimeError::timed_out(
+                    RuntimeOperation::BlockingTaskDeadline,
+                ))
             }
             Ok(Err(join)) => {
                 abandoned.armed = false;
@@ -639,6 +644,15 @@ struct BlockingJob<R> {
     start: Option<StartCheck>,
 }
 
+/// Why a job's closure did not start (see [`StartCheck`]).
+#[derive(Debug, Clone, Copy)]
+enum NotStarted {
+    /// The scope closed (or the executor stopped) first.
+    Closed,
+    /// The operation deadline passed first.
+    Expired,
+}
+
 /// Whether a job may still start: its scope admits work and its operation
 /// deadline has not passed (invariant 59: expired before start, the
 /// closure never runs).
@@ -648,12 +662,15 @@ struct StartCheck {
 }
 
 impl<R> BlockingJob<R> {
-    /// Runs the closure, or returns `None` without running it when the
-    /// start check fails (the permit and the record go back either way).
-    fn run(mut self) -> Option<R> {
+    /// Runs the closure, or says why it did not start when the start check
+    /// fails (the permit and the record go back either way).
+    fn run(mut self) -> Result<R, NotStarted> {
         if let Some(start) = self.start.take() {
-            if !start.inner.admits() || start.deadline.is_expired() {
-                return None;
+            if !start.inner.admits() {
+                return Err(NotStarted::Closed);
+            }
+            if start.deadline.is_expired() {
+                return Err(NotStarted::Expired);
             }
             if let Some(record) = &self.record {
                 record.mark_started();
@@ -664,7 +681,7 @@ impl<R> BlockingJob<R> {
         let result = catch_unwind(AssertUnwindSafe(move || work.map(|work| work())));
         drop(self);
         match result {
-            Ok(Some(value)) => Some(value),
+            Ok(Some(value)) => Ok(value),
             Ok(None) => unreachable_job(),
             Err(payload) => resume_unwind(payload),
         }

@@ -367,8 +367,8 @@ impl TaskGroup {
 /// check follows an enabled `Notified`, so a notification between the
 /// check and the wait is never missed.
 ///
-/// The deadline timer is registered with `runtime` when given (the owner's
-/// runtime), so the wait also works when polled outside any Tokio runtime.
+/// The deadline timer runs on the caller's runtime; polled outside any
+/// runtime, on `runtime` when given (the owner's), so the wait still works.
 pub(crate) async fn notified_until(
     notify: &Notify,
     deadline: ShutdownDeadline,
@@ -394,14 +394,16 @@ pub(crate) async fn notified_until(
     }
 }
 
-/// `tokio::time::sleep_until`, registered with `runtime` when given
-/// rather than with whichever runtime polls it (none, for a future polled
-/// by another executor).
+/// `tokio::time::sleep_until` on the caller's runtime, or, when the caller
+/// has none (a future polled by another executor), on `runtime`.
 pub(crate) fn sleep_until_on(
     deadline: Instant,
     runtime: Option<&tokio::runtime::Handle>,
 ) -> tokio::time::Sleep {
-    let _entered = runtime.map(tokio::runtime::Handle::enter);
+    let _entered = match tokio::runtime::Handle::try_current() {
+        Ok(_) => None,
+        Err(_) => runtime.map(tokio::runtime::Handle::enter),
+    };
     tokio::time::sleep_until(deadline)
 }
 

@@ -280,19 +280,20 @@ impl<T> BudgetedQueue<T> {
         if state.closed {
             return self.reject(item, QueuePushRejection::Closed);
         }
+        // One clock read serves the age checks and the new entry's stamp,
+        // and comes before the reservation: nothing can fail between a
+        // reservation and its entry being queued (a panicking user clock
+        // leaves nothing reserved).
+        let now = self.now();
         let policy = self.policy();
         let dropped = match policy {
-            FullPolicy::DropStale => self.drop_stale(&mut state),
-            FullPolicy::CloseSlowConsumer if self.head_is_stale(&state) => {
+            FullPolicy::DropStale => self.drop_stale(&mut state, now),
+            FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
                 self.close_slow_consumer(&mut state);
                 return self.reject(item, QueuePushRejection::SlowConsumerClosed);
             }
             _ => 0,
         };
-        // The clock before the reservation: nothing can fail between a
-        // reservation and its entry being queued (a panicking user clock
-        // leaves nothing reserved).
-        let now = self.now();
         match inner.budget.node.reserve(retained_bytes, class, first) {
             Ok(()) => {
                 self.enqueue(&mut state, item, retained_bytes, class, now);
@@ -439,7 +440,7 @@ impl<T> BudgetedQueue<T> {
     fn pop_entry(&self) -> Option<Entry<T>> {
         let mut state = self.inner.state.lock();
         if self.policy() == FullPolicy::DropStale {
-            self.drop_stale(&mut state);
+            self.drop_stale(&mut state, self.now());
         }
         let entry = state.items.pop_front()?;
         state.retained_bytes -= entry.bytes;
@@ -630,29 +631,31 @@ impl<T> BudgetedQueue<T> {
         QueuePushOutcome::Rejected { item, rejection }
     }
 
-    fn head_is_stale(&self, state: &QueueState<T>) -> bool {
+    /// Whether the oldest item is at least `max_age` old at `now`.
+    fn head_is_stale(&self, state: &QueueState<T>, now: Duration) -> bool {
         let Some(max_age) = self.inner.budget.limit().max_age else {
             return false;
         };
-        let now = self.now();
         state
             .items
             .front()
             .is_some_and(|entry| now.saturating_sub(entry.enqueued_at) >= max_age)
     }
 
-    /// Drops stale items from the head; returns how many.
-    fn drop_stale(&self, state: &mut QueueState<T>) -> usize {
+    /// Drops the items stale at `now` from the head; returns how many.
+    /// Their reservations go back together, after the items are dropped.
+    fn drop_stale(&self, state: &mut QueueState<T>, now: Duration) -> usize {
+        let mut release = Release::new(&self.inner.budget.node);
         let mut dropped = 0;
-        while self.head_is_stale(state) {
+        while self.head_is_stale(state, now) {
             if let Some(entry) = state.items.pop_front() {
                 state.retained_bytes -= entry.bytes;
-                let release = Release::one(&self.inner.budget.node, entry.bytes, entry.class);
+                release.add(entry.bytes, entry.class);
                 drop(entry);
-                drop(release);
                 dropped += 1;
             }
         }
+        drop(release);
         if dropped > 0 {
             self.inner.budget.record_dropped(dropped as u64);
         }
@@ -707,12 +710,6 @@ impl<'a> Release<'a> {
             data: (0, 0),
             control: (0, 0),
         }
-    }
-
-    fn one(node: &'a Node, bytes: usize, class: BudgetClass) -> Self {
-        let mut release = Self::new(node);
-        release.add(bytes, class);
-        release
     }
 
     fn all<T>(node: &'a Node, entries: &VecDeque<Entry<T>>) -> Self {

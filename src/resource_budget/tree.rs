@@ -279,16 +279,24 @@ impl Node {
         rate: bool,
         stop_before: Option<&Node>,
     ) {
-        self.release_chain(count, bytes, class, stop_before);
-        if rate && count > 0 {
-            let mut next = Some(self);
-            while let Some(node) = next {
-                if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
-                    break;
-                }
+        self.walk_chain(stop_before, |node| {
+            node.release_level(count, bytes, class);
+            if rate && count > 0 {
                 node.restore_token();
-                next = node.parent.as_deref();
             }
+        });
+    }
+
+    /// Visits this level and its ancestors, stopping before `stop_before`.
+    #[inline]
+    fn walk_chain(&self, stop_before: Option<&Node>, mut visit: impl FnMut(&Node)) {
+        let mut next = Some(self);
+        while let Some(node) = next {
+            if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
+                break;
+            }
+            visit(node);
+            next = node.parent.as_deref();
         }
     }
 
@@ -300,14 +308,7 @@ impl Node {
         class: BudgetClass,
         stop_before: Option<&Node>,
     ) {
-        let mut next = Some(self);
-        while let Some(node) = next {
-            if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
-                break;
-            }
-            node.release_level(count, bytes, class);
-            next = node.parent.as_deref();
-        }
+        self.walk_chain(stop_before, |node| node.release_level(count, bytes, class));
     }
 
     fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {

@@ -178,8 +178,10 @@ fn budgeted_wait_release(rt: &Runtime, queue: &BudgetedQueue<u32>) -> Duration {
         let producer = tokio::spawn({
             let queue = queue.clone();
             async move {
+                // One deadline for the whole stream (deadlines are
+                // absolute): the producer gives up after a minute in all.
+                let deadline = Instant::now() + Duration::from_secs(60);
                 for item in 0..STREAM_ITEMS {
-                    let deadline = Instant::now() + Duration::from_secs(60);
                     let outcome = queue
                         .push_until(item, 64, BudgetClass::Data, deadline)
                         .await;

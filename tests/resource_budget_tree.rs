@@ -469,6 +469,51 @@ async fn wait_until_deadline_admits_when_capacity_frees_and_returns_the_item_at_
     }
 }
 
+/// One release wakes every parked producer; the one that loses the slot
+/// waits again and is admitted by a later release (the wake-up is re-armed
+/// per wait, not consumed for good by the first release).
+#[tokio::test(start_paused = true)]
+async fn every_waiting_producer_is_admitted_as_slots_free_one_at_a_time() {
+    let (_budget, queue) = new_queue(1, 100, FullPolicy::WaitUntilDeadline);
+    assert!(queue.try_push_data(0, 10).is_accepted());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let producers: Vec<_> = (1..=3)
+        .map(|item| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                queue
+                    .push_until(item, 10, BudgetClass::Data, deadline)
+                    .await
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert_eq!(queue.snapshot().waiters, 3);
+    let mut popped = vec![queue.try_pop().expect("the first item")];
+    for remaining in (0..3).rev() {
+        // Free the slot, let the woken producers race for it.
+        let mut polls = 0;
+        while queue.snapshot().waiters != remaining {
+            polls += 1;
+            assert!(polls < 1_000, "a producer stays parked after a release");
+            tokio::task::yield_now().await;
+        }
+        popped.push(queue.try_pop().expect("an admitted producer's item"));
+    }
+    for producer in producers {
+        let outcome = guard("producer", producer).await.expect("joins");
+        assert!(matches!(outcome, QueuePushOutcome::Enqueued));
+    }
+    popped.sort_unstable();
+    assert_eq!(popped, [0, 1, 2, 3]);
+    assert_eq!(queue.snapshot().deadline_exceeded_count, 0);
+    assert_eq!(
+        Instant::now(),
+        deadline - Duration::from_secs(60),
+        "no timer fired"
+    );
+}
+
 #[test]
 fn coalesce_latest_replaces_the_queued_state() {
     let (budget, queue) = new_queue(3, 300, FullPolicy::CoalesceLatest);

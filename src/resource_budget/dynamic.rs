@@ -16,7 +16,7 @@ use crate::error::RuntimeContractViolation;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
 use crate::resource_budget::tree::{validate_name, Gate, ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::{BudgetClass, BudgetLimit, BudgetRejection};
-use crate::task_group::submission::{notified_until, Watch};
+use crate::task_group::submission::notified_until;
 use crate::ShutdownDeadline;
 
 /// The registry of one tree's dynamic keys.
@@ -212,13 +212,16 @@ impl DynamicBudgetKey {
         self.close();
         let node = &self.budget.node;
         let tree = &node.tree;
-        let _watch = Watch::new(&tree.release_watchers);
         let drained = notified_until(
             &tree.released,
             ShutdownDeadline::from_tokio(deadline),
             // A budget belongs to no runtime: the caller's times the wait.
             None,
-            || node.current_count() == 0,
+            // Called after the notification is enabled: arm, then check.
+            || {
+                tree.arm_release_wake();
+                node.current_count() == 0
+            },
         )
         .await;
         // Drained: this generation's name is released. A newer generation

@@ -386,12 +386,12 @@ impl<T> BudgetedQueue<T> {
         let expiry = tokio::time::sleep_until(deadline);
         tokio::pin!(expiry);
         loop {
-            // Watch and enable before trying again, so a release between a
+            // Register and arm before trying again, so a release between a
             // failed try and the wait is not missed.
-            let _watch = Watch::new(&tree.release_watchers);
             let released = tree.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
+            tree.arm_release_wake();
             match self.push_once(item, retained_bytes, class, false) {
                 QueuePushOutcome::Rejected {
                     item: returned,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, StatCounter, StaticAtomicU64};
+use crate::loom::{Arc, AtomicBool, Mutex, Ordering, StatCounter, StaticAtomicU64};
 use crate::resource_budget::dynamic::DynamicRegistry;
 use crate::resource_budget::types::{
     BudgetClass, BudgetDimension, BudgetLimit, BudgetRejection, BudgetRejectionReason,
@@ -36,9 +36,14 @@ pub const DEFAULT_MAX_DYNAMIC_BUDGET_KEYS: usize = 4_096;
 pub(crate) struct TreeState {
     id: u64,
     pub(crate) clock: Arc<dyn MonotonicClock>,
-    /// Woken when capacity returns anywhere in the tree (while watched).
+    /// Woken when capacity returns anywhere in the tree (while armed).
     pub(crate) released: Notify,
-    pub(crate) release_watchers: AtomicUsize,
+    /// Set by a waiter after it registers for `released` and before it
+    /// re-checks capacity; the first release that finds it set clears it
+    /// and wakes every registered waiter, later releases skip the wake-up
+    /// until a waiter arms again (one notification per wait, not one per
+    /// release).
+    release_armed: AtomicBool,
     pub(crate) dynamic: DynamicRegistry,
 }
 
@@ -424,11 +429,27 @@ impl Node {
 }
 
 impl TreeState {
-    /// Wakes capacity waiters (only when someone watches).
+    /// Wakes capacity waiters (only when one armed since the last wake).
+    ///
+    /// Every access is `SeqCst`: a waiter registers, arms, then reads the
+    /// usage; a releaser lowers the usage, then reads the flag. When the
+    /// waiter's read missed the release, the releaser's read comes later
+    /// in the single total order and finds the flag set, or a releaser in
+    /// between cleared it and woke every registered waiter.
+    #[inline]
     pub(crate) fn notify_released(&self) {
-        if self.release_watchers.load(Ordering::SeqCst) > 0 {
+        if self.release_armed.load(Ordering::SeqCst)
+            && self.release_armed.swap(false, Ordering::SeqCst)
+        {
             self.released.notify_waiters();
         }
+    }
+
+    /// Asks the next release to wake `released` waiters. Call after
+    /// enabling a `released.notified()` and before re-checking capacity.
+    #[inline]
+    pub(crate) fn arm_release_wake(&self) {
+        self.release_armed.store(true, Ordering::SeqCst);
     }
 }
 
@@ -495,7 +516,7 @@ impl ResourceBudgetTree {
             id: NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed),
             clock,
             released: Notify::new(),
-            release_watchers: AtomicUsize::new(0),
+            release_armed: AtomicBool::new(false),
             dynamic: DynamicRegistry::new(max_entries),
         });
         let node = Node::new(Arc::clone(&name), name, limit, None, tree, None);

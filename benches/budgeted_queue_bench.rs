@@ -61,7 +61,7 @@ fn wall_clock() -> std::time::Instant {
 fn chain(depth: usize) -> ResourceBudget {
     let tree = ResourceBudgetTree::new(
         "process",
-        BudgetLimit::new(1 << 20, 1 << 40, FullPolicy::Reject),
+        BudgetLimit::new(1 << 20, 1 << 36, FullPolicy::Reject),
     )
     .expect("valid");
     let mut budget = tree.root();
@@ -69,7 +69,7 @@ fn chain(depth: usize) -> ResourceBudget {
         budget = budget
             .child(
                 format!("l{level}"),
-                BudgetLimit::new(1 << 20, 1 << 40, FullPolicy::Reject),
+                BudgetLimit::new(1 << 20, 1 << 36, FullPolicy::Reject),
             )
             .expect("fits");
     }
@@ -105,7 +105,7 @@ fn floor_permits(levels: &[FloorLevel]) -> Duration {
     for _ in 0..PERMIT_OPS {
         for level in levels {
             assert!(bounded_add(&level.count, 1, 1 << 20));
-            assert!(bounded_add(&level.bytes, 64, 1 << 40));
+            assert!(bounded_add(&level.bytes, 64, 1 << 36));
         }
         for level in levels.iter().rev() {
             level.count.fetch_sub(1, Ordering::AcqRel);
@@ -161,7 +161,7 @@ fn queue_push_pop(queue: &BudgetedQueue<u32>) -> Duration {
 fn queue_over(policy: FullPolicy, slots: usize) -> BudgetedQueue<u32> {
     let tree = ResourceBudgetTree::new(
         "process",
-        BudgetLimit::new(1 << 20, 1 << 40, FullPolicy::Reject),
+        BudgetLimit::new(1 << 20, 1 << 36, FullPolicy::Reject),
     )
     .expect("valid");
     BudgetedQueue::new(

@@ -114,7 +114,13 @@ fn a_rejection_names_the_exhausted_level_and_leaves_every_level_unchanged() {
     let broker = tree.root().child("broker", limit(10, 500)).expect("fits");
     let queue = broker.child("queue", limit(10, 500)).expect("fits");
     let _held = queue.try_acquire_data(400).expect("fits");
+    let admissions = |budget: &ResourceBudget| {
+        let snapshot = budget.snapshot();
+        (snapshot.admitted_count, snapshot.released_count)
+    };
     let before = [counts(&tree.root()), counts(&broker), counts(&queue)];
+    let admitted_before = [admissions(&tree.root()), admissions(&broker)];
+    assert_eq!(admitted_before, [(1, 0), (1, 0)]);
     let rejection = queue
         .try_acquire_data(200)
         .expect_err("broker bytes exhausted");
@@ -126,6 +132,12 @@ fn a_rejection_names_the_exhausted_level_and_leaves_every_level_unchanged() {
         [counts(&tree.root()), counts(&broker), counts(&queue)],
         before,
         "rolled back everywhere"
+    );
+    // The root admitted the refused request before the broker refused it;
+    // the rollback counts as neither an admission nor a release.
+    assert_eq!(
+        [admissions(&tree.root()), admissions(&broker)],
+        admitted_before
     );
     assert_eq!(broker.snapshot().rejected_count, 1);
 }

@@ -82,7 +82,6 @@ pub(crate) struct Node {
     data_usage: Option<Usage>,
     rate: Option<Mutex<TokenBucket>>,
     pub(crate) gate: Option<Gate>,
-    admitted: StatCounter,
     rejected: StatCounter,
     throttled: StatCounter,
     pub(crate) dropped: StatCounter,
@@ -133,7 +132,6 @@ impl Node {
             ),
             rate,
             gate,
-            admitted: StatCounter::new(0),
             rejected: StatCounter::new(0),
             throttled: StatCounter::new(0),
             dropped: StatCounter::new(0),
@@ -185,9 +183,7 @@ impl Node {
             self.throttled.fetch_add(1, Ordering::Relaxed);
             return Err(BudgetDimension::Rate);
         }
-        if count > 0 {
-            self.admitted.fetch_add(1, Ordering::Relaxed);
-        }
+        self.usage.admitted(count);
         Ok(())
     }
 
@@ -197,7 +193,17 @@ impl Node {
         if let Some(data) = self.data_share(class) {
             data.sub(count, bytes);
         }
-        self.usage.sub(count, bytes);
+        self.usage.release(count, bytes);
+    }
+
+    /// Takes back what `reserve_level` took for a reservation that does
+    /// not stand: it counts as neither admitted nor released.
+    #[inline]
+    fn undo_level(&self, count: usize, bytes: usize, class: BudgetClass) {
+        if let Some(data) = self.data_share(class) {
+            data.sub(count, bytes);
+        }
+        self.usage.undo(count, bytes);
     }
 
     fn take_token(&self, class: BudgetClass) -> bool {
@@ -232,6 +238,7 @@ impl Node {
     }
 
     /// The first closed gate on the chain (this level and its ancestors).
+    #[inline]
     fn closed_level(&self) -> Option<&Node> {
         let mut next = Some(self);
         while let Some(node) = next {
@@ -250,6 +257,7 @@ impl Node {
     /// Reserves along the chain root → `self`; on failure everything this
     /// call reserved is released and the failing level is returned (the
     /// caller counts the rejection there, see [`refused`](Self::refused)).
+    #[inline]
     fn reserve_chain(
         &self,
         count: usize,
@@ -273,9 +281,10 @@ impl Node {
     }
 
     /// Undoes a reservation this call made along the chain `self` → root
-    /// (or up to `stop_before`): [`release_chain`](Self::release_chain)
-    /// plus, when it took rate tokens, one token back at every rated level
-    /// (a refused request consumes no rate).
+    /// (or up to `stop_before`): the usage goes back without counting a
+    /// release (nor the admission) and, when it took rate tokens, one
+    /// token goes back at every rated level (a refused request consumes no
+    /// rate).
     fn roll_back_chain(
         &self,
         count: usize,
@@ -285,7 +294,7 @@ impl Node {
         stop_before: Option<&Node>,
     ) {
         self.walk_chain(stop_before, |node| {
-            node.release_level(count, bytes, class);
+            node.undo_level(count, bytes, class);
             if rate && count > 0 {
                 node.restore_token();
             }
@@ -306,6 +315,7 @@ impl Node {
     }
 
     /// Releases along the chain `self` → root (or up to `stop_before`).
+    #[inline]
     fn release_chain(
         &self,
         count: usize,
@@ -332,17 +342,20 @@ impl Node {
     }
 
     /// Reserves one count and `bytes` root → leaf, then checks the gates.
+    #[inline]
     pub(crate) fn acquire(
         self: &Arc<Self>,
         bytes: usize,
         class: BudgetClass,
     ) -> Result<ResourcePermit, BudgetRejection> {
-        self.reserve(bytes, class, true)?;
-        Ok(ResourcePermit::from_reserved(
-            Arc::clone(self),
-            bytes,
-            class,
-        ))
+        match self.try_reserve(bytes, class) {
+            Ok(()) => Ok(ResourcePermit::from_reserved(
+                Arc::clone(self),
+                bytes,
+                class,
+            )),
+            Err((at, dimension)) => Err(self.refusal(at, dimension, true)),
+        }
     }
 
     /// [`acquire`](Self::acquire) without a permit: the caller owns one
@@ -358,20 +371,45 @@ impl Node {
         class: BudgetClass,
         counted: bool,
     ) -> Result<(), BudgetRejection> {
+        self.try_reserve(bytes, class)
+            .map_err(|(at, dimension)| self.refusal(at, dimension, counted))
+    }
+
+    /// The reservation behind [`reserve`](Self::reserve); a refusal names
+    /// the level and the exhausted dimension (`None`: a closed gate). Small
+    /// enough to come back in registers: the rejection itself is built
+    /// out of line, only when refused.
+    #[inline]
+    fn try_reserve(
+        &self,
+        bytes: usize,
+        class: BudgetClass,
+    ) -> Result<(), (&Node, Option<BudgetDimension>)> {
         if let Err((at, dimension)) = self.reserve_chain(1, bytes, class, true, None) {
-            return Err(if counted {
-                self.refused(at, dimension)
-            } else {
-                self.rejection(at, BudgetRejectionReason::Capacity(dimension))
-            });
+            return Err((at, Some(dimension)));
         }
         if let Some(closed) = self.closed_level() {
-            let rejection = self.rejection(closed, BudgetRejectionReason::Closed);
             self.roll_back_chain(1, bytes, class, true, None);
             self.tree.notify_released();
-            return Err(rejection);
+            return Err((closed, None));
         }
         Ok(())
+    }
+
+    /// The rejection for a refusal of [`try_reserve`](Self::try_reserve).
+    #[cold]
+    #[inline(never)]
+    fn refusal(
+        &self,
+        at: &Node,
+        dimension: Option<BudgetDimension>,
+        counted: bool,
+    ) -> BudgetRejection {
+        match dimension {
+            Some(dimension) if counted => self.refused(at, dimension),
+            Some(dimension) => self.rejection(at, BudgetRejectionReason::Capacity(dimension)),
+            None => self.rejection(at, BudgetRejectionReason::Closed),
+        }
     }
 
     /// Gives back `count` reservations of `bytes` in total (of one class)
@@ -391,17 +429,13 @@ impl Node {
     }
 
     pub(crate) fn snapshot(&self) -> BudgetSnapshot {
-        // Read the count first: `released = admitted − current` can then
-        // never underflow (admissions only add).
-        let current_count = self.current_count();
-        let admitted_count = self.admitted.load(Ordering::Acquire);
+        let counts = self.usage.counts();
         BudgetSnapshot {
             path: Arc::clone(&self.path),
-            current_count,
-            current_bytes: self.current_bytes(),
-            admitted_count,
-            // Derived, so a release costs no statistics counter.
-            released_count: admitted_count.saturating_sub(current_count as u64),
+            current_count: counts.count,
+            current_bytes: counts.bytes,
+            admitted_count: counts.admitted,
+            released_count: counts.released,
             rejected_count: self.rejected.load(Ordering::Relaxed),
             throttled_count: self.throttled.load(Ordering::Relaxed),
             dropped_count: self.dropped.load(Ordering::Relaxed),
@@ -599,6 +633,7 @@ impl ResourceBudget {
     ///
     /// A [`BudgetRejection`] naming the level that refused; nothing stays
     /// reserved.
+    #[inline]
     pub fn try_acquire(
         &self,
         bytes: usize,
@@ -612,6 +647,7 @@ impl ResourceBudget {
     /// # Errors
     ///
     /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
     pub fn try_acquire_data(&self, bytes: usize) -> Result<ResourcePermit, BudgetRejection> {
         self.try_acquire(bytes, BudgetClass::Data)
     }
@@ -745,7 +781,7 @@ impl ResourcePermit {
         // close is either before it (and charged) or refused.
         if let Some(closed) = node.closed_level() {
             let rejection = node.rejection(closed, BudgetRejectionReason::Closed);
-            node.release_chain(0, delta, self.class, None);
+            node.roll_back_chain(0, delta, self.class, false, None);
             node.tree.notify_released();
             return Err(rejection);
         }
@@ -815,7 +851,7 @@ impl ResourcePermit {
             // the target's close is either before it or refused.
             if let Some(closed) = target_node.closed_level() {
                 let rejection = target_node.rejection(closed, BudgetRejectionReason::Closed);
-                target_node.release_chain(1, self.bytes, self.class, common);
+                target_node.roll_back_chain(1, self.bytes, self.class, false, common);
                 target_node.tree.notify_released();
                 return Ok(PermitRebindOutcome::Rejected(rejection));
             }
@@ -847,6 +883,7 @@ fn common_ancestor<'a>(a: &'a Node, b: &'a Node) -> Option<&'a Node> {
 }
 
 impl Drop for ResourcePermit {
+    #[inline]
     fn drop(&mut self) {
         self.node.release(1, self.bytes, self.class);
     }

@@ -1,22 +1,37 @@
-//! A level's current count and bytes.
+//! A level's current count and bytes, and how many reservations it
+//! admitted and released.
 //!
-//! When both limits fit one 64-bit word together (count in the high bits,
-//! bytes in the low bits), the pair lives in one atomic: a reservation is
-//! one compare-and-swap and a release one subtraction, and the two
-//! dimensions can never be observed out of step. Otherwise (for example the
-//! process budget, whose count is unbounded) each dimension has its own
-//! atomic and a reservation takes count first, then bytes, giving the count
-//! back when the bytes do not fit. Either way no dimension ever exceeds its
-//! limit and a refusal leaves the level unchanged.
+//! When both limits fit one 64-bit word together (count in the middle
+//! bits, bytes in the low bits), the pair lives in one atomic: a
+//! reservation is one compare-and-swap, and the two dimensions can never be
+//! observed out of step. When at least [`MIN_RELEASE_BITS`] bits are left
+//! above them, they count releases: a release lowers count and bytes and
+//! raises that counter in the same compare-and-swap, so neither admission
+//! nor release pays for a statistics counter of its own (admitted =
+//! released + current). The field wraps into `carried` under a lock, once
+//! every 2^bits releases, and a snapshot reads `carried` and the word
+//! under that lock, so it never sees a release twice or not at all.
 //!
-//! Every access is `SeqCst` (free on x86: the read-modify-writes are locked
-//! instructions and loads plain moves): a waiting producer raises the
-//! tree's release watchers and then reads the usage, a releaser lowers the
-//! usage and then reads the watchers, and only a single total order over
-//! those four accesses guarantees that one of them sees the other.
+//! Otherwise (limits needing more than 58 bits together, for example the
+//! process budget, whose count is unbounded, or more than 64 bits) an
+//! `admitted` counter is raised per admission and each dimension may have
+//! its own atomic: a reservation then takes count first, then bytes,
+//! giving the count back when the bytes do not fit. Either way no
+//! dimension ever exceeds its limit and a refusal leaves the level, its
+//! statistics included, unchanged.
+//!
+//! Every usage access is `SeqCst` (free on x86: the read-modify-writes are
+//! locked instructions and loads plain moves): a waiting producer arms the
+//! tree's release wake-up and then reads the usage, a releaser lowers the
+//! usage and then reads the flag, and only a single total order over those
+//! four accesses guarantees that one of them sees the other.
 
-use crate::loom::{AtomicU64, AtomicUsize, Ordering};
+use crate::loom::{AtomicU64, AtomicUsize, Mutex, Ordering, StatCounter};
 use crate::resource_budget::types::BudgetDimension;
+
+/// The narrowest release counter kept in the usage word: it wraps into
+/// the locked `carried` total at most once every 64 releases.
+pub(crate) const MIN_RELEASE_BITS: u32 = 6;
 
 /// Bits needed to represent `value`.
 fn bits(value: usize) -> u32 {
@@ -24,35 +39,92 @@ fn bits(value: usize) -> u32 {
 }
 
 #[derive(Debug)]
-pub(crate) enum Usage {
-    /// `count << bytes_bits | bytes`.
-    Packed { word: AtomicU64, bytes_bits: u32 },
+pub(crate) struct Usage {
+    repr: Repr,
+    /// Admissions, kept only when the word has no release counter.
+    admitted: StatCounter,
+}
+
+#[derive(Debug)]
+enum Repr {
+    /// `released << release_shift | count << bytes_bits | bytes`, the
+    /// release counter only when `counts_releases`.
+    Packed {
+        word: AtomicU64,
+        bytes_bits: u32,
+        /// `bits(count limit) + bytes_bits`.
+        release_shift: u32,
+        counts_releases: bool,
+        /// Releases moved out of the word's counter when it would wrap.
+        carried: Mutex<u64>,
+    },
     Split {
         count: AtomicUsize,
         bytes: AtomicUsize,
     },
 }
 
+/// A consistent reading of one level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UsageCounts {
+    pub(crate) count: usize,
+    pub(crate) bytes: usize,
+    pub(crate) admitted: u64,
+    pub(crate) released: u64,
+}
+
 impl Usage {
     /// Usage bounded by `count_limit` and `bytes_limit`.
     pub(crate) fn new(count_limit: usize, bytes_limit: usize) -> Self {
+        Self::with_min_release_bits(count_limit, bytes_limit, MIN_RELEASE_BITS)
+    }
+
+    /// [`new`](Self::new) with the release counter kept in the word when
+    /// at least `min_release_bits` (≥ 1) are left for it.
+    pub(crate) fn with_min_release_bits(
+        count_limit: usize,
+        bytes_limit: usize,
+        min_release_bits: u32,
+    ) -> Self {
         let bytes_bits = bits(bytes_limit);
-        if bits(count_limit) + bytes_bits <= u64::BITS {
-            Self::Packed {
+        let release_shift = bits(count_limit) + bytes_bits;
+        let repr = if release_shift <= u64::BITS {
+            Repr::Packed {
                 word: AtomicU64::new(0),
                 bytes_bits,
+                release_shift,
+                counts_releases: release_shift + min_release_bits.max(1) <= u64::BITS,
+                carried: Mutex::new(0),
             }
         } else {
-            Self::Split {
+            Repr::Split {
                 count: AtomicUsize::new(0),
                 bytes: AtomicUsize::new(0),
             }
+        };
+        Self {
+            repr,
+            admitted: StatCounter::new(0),
         }
+    }
+
+    /// Whether releases are counted in the usage word (no statistics
+    /// counter is touched per admission or release).
+    #[cfg(test)]
+    pub(crate) fn counts_releases_in_word(&self) -> bool {
+        matches!(
+            self.repr,
+            Repr::Packed {
+                counts_releases: true,
+                ..
+            }
+        )
     }
 
     /// Adds `count` and `bytes` unless either passes its limit; on refusal
     /// nothing changed and the first exhausted dimension (count first) is
-    /// returned.
+    /// returned. Statistics are the caller's: see
+    /// [`admitted`](Self::admitted).
     #[inline]
     pub(crate) fn try_add(
         &self,
@@ -61,14 +133,17 @@ impl Usage {
         count_limit: usize,
         bytes_limit: usize,
     ) -> Result<(), BudgetDimension> {
-        match self {
-            Self::Packed { word, bytes_bits } => {
+        match &self.repr {
+            Repr::Packed {
+                word,
+                bytes_bits,
+                release_shift,
+                ..
+            } => {
                 let shift = *bytes_bits;
-                let mask = low_mask(shift);
                 let mut current = word.load(Ordering::SeqCst);
                 loop {
-                    let used_count = high(current, shift);
-                    let used_bytes = (current & mask) as usize;
+                    let (used_count, used_bytes) = unpack(current, shift, *release_shift);
                     if count > count_limit - used_count {
                         return Err(BudgetDimension::Count);
                     }
@@ -87,7 +162,7 @@ impl Usage {
                     }
                 }
             }
-            Self::Split {
+            Repr::Split {
                 count: used_count,
                 bytes: used_bytes,
             } => {
@@ -103,14 +178,37 @@ impl Usage {
         }
     }
 
-    /// Gives back what an earlier `try_add` took.
+    /// Counts `count` admissions made with [`try_add`](Self::try_add)
+    /// (nothing to do when the word counts releases).
+    #[inline]
+    pub(crate) fn admitted(&self, count: usize) {
+        if count > 0 && !self.counts_in_word() {
+            self.admitted.fetch_add(count as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes back what `try_add` and `admitted` did, for a reservation
+    /// that is rolled back rather than released: the statistics end as if
+    /// it never happened.
+    #[inline]
+    pub(crate) fn undo(&self, count: usize, bytes: usize) {
+        self.sub(count, bytes);
+        if count > 0 && !self.counts_in_word() {
+            self.admitted.fetch_sub(count as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Gives back what an earlier `try_add` took, without statistics (the
+    /// data-class share, and failed reservations before they counted).
     #[inline]
     pub(crate) fn sub(&self, count: usize, bytes: usize) {
-        match self {
-            Self::Packed { word, bytes_bits } => {
+        match &self.repr {
+            Repr::Packed {
+                word, bytes_bits, ..
+            } => {
                 word.fetch_sub(pack(count, bytes, *bytes_bits), Ordering::SeqCst);
             }
-            Self::Split {
+            Repr::Split {
                 count: used_count,
                 bytes: used_bytes,
             } => {
@@ -120,21 +218,127 @@ impl Usage {
         }
     }
 
+    /// Releases `count` admitted reservations holding `bytes` together.
+    #[inline]
+    pub(crate) fn release(&self, count: usize, bytes: usize) {
+        let Repr::Packed {
+            word,
+            bytes_bits,
+            release_shift,
+            counts_releases: true,
+            carried,
+        } = &self.repr
+        else {
+            self.sub(count, bytes);
+            return;
+        };
+        let shift = *release_shift;
+        let released_limit = low_mask(u64::BITS - shift);
+        let delta = pack(count, bytes, *bytes_bits);
+        let mut current = word.load(Ordering::SeqCst);
+        loop {
+            let released = current >> shift;
+            if count as u64 > released_limit - released {
+                break;
+            }
+            // Count and bytes hold at least what is released: no borrow
+            // crosses a field.
+            let next = current - delta + ((count as u64) << shift);
+            match word.compare_exchange_weak(current, next, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return,
+                Err(seen) => current = seen,
+            }
+        }
+        release_carrying(word, carried, shift, delta, count);
+    }
+
+    #[inline]
+    fn counts_in_word(&self) -> bool {
+        matches!(
+            self.repr,
+            Repr::Packed {
+                counts_releases: true,
+                ..
+            }
+        )
+    }
+
     /// The current (count, bytes).
     pub(crate) fn load(&self) -> (usize, usize) {
-        match self {
-            Self::Packed { word, bytes_bits } => {
-                let current = word.load(Ordering::SeqCst);
-                (
-                    high(current, *bytes_bits),
-                    (current & low_mask(*bytes_bits)) as usize,
-                )
-            }
-            Self::Split { count, bytes } => {
+        match &self.repr {
+            Repr::Packed {
+                word,
+                bytes_bits,
+                release_shift,
+                ..
+            } => unpack(word.load(Ordering::SeqCst), *bytes_bits, *release_shift),
+            Repr::Split { count, bytes } => {
                 (count.load(Ordering::SeqCst), bytes.load(Ordering::SeqCst))
             }
         }
     }
+
+    /// Current use and the admission and release totals, read together.
+    pub(crate) fn counts(&self) -> UsageCounts {
+        if let Repr::Packed {
+            word,
+            bytes_bits,
+            release_shift,
+            counts_releases: true,
+            carried,
+        } = &self.repr
+        {
+            let carried = carried.lock();
+            let current = word.load(Ordering::SeqCst);
+            let (count, bytes) = unpack(current, *bytes_bits, *release_shift);
+            let released = *carried + (current >> release_shift);
+            return UsageCounts {
+                count,
+                bytes,
+                admitted: released + count as u64,
+                released,
+            };
+        }
+        // Read the use first: `released = admitted − current` can then
+        // never underflow (admissions are counted after they are added).
+        let (count, bytes) = self.load();
+        let admitted = self.admitted.load(Ordering::Relaxed);
+        UsageCounts {
+            count,
+            bytes,
+            admitted,
+            released: admitted.saturating_sub(count as u64),
+        }
+    }
+}
+
+/// [`Usage::release`] when the word's release counter would wrap: moves
+/// the counter into `carried`, atomically for a snapshot (which reads both
+/// under the same lock).
+#[cold]
+#[inline(never)]
+fn release_carrying(word: &AtomicU64, carried: &Mutex<u64>, shift: u32, delta: u64, count: usize) {
+    let mut carried = carried.lock();
+    let mut current = word.load(Ordering::SeqCst);
+    loop {
+        let next = (current & low_mask(shift)) - delta;
+        match word.compare_exchange_weak(current, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => {
+                *carried += (current >> shift) + count as u64;
+                return;
+            }
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+/// (count, bytes) of a packed word.
+#[inline]
+fn unpack(word: u64, bytes_bits: u32, release_shift: u32) -> (usize, usize) {
+    (
+        high(word & low_mask(release_shift), bytes_bits),
+        (word & low_mask(bytes_bits)) as usize,
+    )
 }
 
 #[inline]
@@ -171,13 +375,14 @@ fn bounded_add(counter: &AtomicUsize, amount: usize, limit: usize) -> bool {
 mod tests {
     use super::*;
 
+    fn is_packed(usage: &Usage) -> bool {
+        matches!(usage.repr, Repr::Packed { .. })
+    }
+
     #[test]
     fn packed_and_split_enforce_both_limits() {
-        for usage in [Usage::new(3, 100), Usage::new(usize::MAX, 100)] {
-            let (count_limit, bytes_limit) = match usage {
-                Usage::Packed { .. } => (3, 100),
-                Usage::Split { .. } => (usize::MAX, 100),
-            };
+        for (count_limit, bytes_limit) in [(3, 100), (usize::MAX, 100)] {
+            let usage = Usage::new(count_limit, bytes_limit);
             assert_eq!(usage.try_add(1, 60, count_limit, bytes_limit), Ok(()));
             assert_eq!(
                 usage.try_add(1, 41, count_limit, bytes_limit),
@@ -191,34 +396,141 @@ mod tests {
             assert_eq!(usage.load(), (0, 0));
         }
         let packed = Usage::new(3, 100);
-        assert!(matches!(packed, Usage::Packed { .. }));
+        assert!(is_packed(&packed) && packed.counts_releases_in_word());
         for _ in 0..3 {
             packed.try_add(1, 0, 3, 100).expect("room");
         }
         assert_eq!(packed.try_add(1, 0, 3, 100), Err(BudgetDimension::Count));
-        assert!(matches!(Usage::new(usize::MAX, 1), Usage::Split { .. }));
+        assert!(!is_packed(&Usage::new(usize::MAX, 1)));
     }
 
     #[test]
     fn full_width_limits_pack_without_overflow() {
-        // 24 + 40 bits: both fields at their maximum.
+        // 24 + 40 bits: both fields at their maximum, no room to count
+        // releases in the word.
         let count_limit = (1 << 24) - 1;
         let bytes_limit = (1 << 40) - 1;
         let usage = Usage::new(count_limit, bytes_limit);
-        assert!(matches!(usage, Usage::Packed { .. }));
+        assert!(is_packed(&usage) && !usage.counts_releases_in_word());
         usage
             .try_add(count_limit, bytes_limit, count_limit, bytes_limit)
             .expect("exactly full");
+        usage.admitted(count_limit);
         assert_eq!(usage.load(), (count_limit, bytes_limit));
         assert_eq!(
             usage.try_add(0, 1, count_limit, bytes_limit),
             Err(BudgetDimension::Bytes)
         );
-        usage.sub(count_limit, bytes_limit);
+        usage.release(count_limit, bytes_limit);
         assert_eq!(usage.load(), (0, 0));
+        let counts = usage.counts();
+        assert_eq!(
+            (counts.admitted, counts.released),
+            (count_limit as u64, count_limit as u64)
+        );
         // Zero limits: zero bits.
         let empty = Usage::new(0, 0);
         assert_eq!(empty.try_add(0, 0, 0, 0), Ok(()));
         assert_eq!(empty.try_add(1, 0, 0, 0), Err(BudgetDimension::Count));
+    }
+
+    /// Admissions and releases are counted exactly in every representation,
+    /// across many wraps of a narrow in-word release counter; a rolled-back
+    /// reservation counts as neither.
+    #[test]
+    fn admissions_and_releases_are_counted_exactly_across_counter_wraps() {
+        let cases = [
+            // One release bit: the counter wraps every other release.
+            Usage::with_min_release_bits(3, (1 << 61) - 1, 1),
+            Usage::new(3, 100),
+            Usage::new((1 << 24) - 1, (1 << 40) - 1),
+            Usage::new(usize::MAX, 100),
+        ];
+        for usage in cases {
+            let mut released = 0_u64;
+            for round in 0..1_000_u64 {
+                usage.try_add(1, 7, 3, 100).expect("room");
+                usage.admitted(1);
+                usage.try_add(1, 5, 3, 100).expect("room");
+                usage.admitted(1);
+                // A third that does not stand.
+                usage.try_add(1, 1, 3, 100).expect("room");
+                usage.admitted(1);
+                usage.undo(1, 1);
+                usage.release(1, 7);
+                released += 1;
+                if round % 2 == 0 {
+                    usage.release(1, 5);
+                } else {
+                    usage.try_add(0, 3, 3, 100).expect("room");
+                    usage.release(0, 3);
+                    usage.release(1, 5);
+                }
+                released += 1;
+                let counts = usage.counts();
+                assert_eq!(
+                    counts,
+                    UsageCounts {
+                        count: 0,
+                        bytes: 0,
+                        admitted: released,
+                        released,
+                    }
+                );
+            }
+        }
+        let narrow = Usage::with_min_release_bits(3, (1 << 61) - 1, 1);
+        assert!(narrow.counts_releases_in_word());
+        narrow.try_add(3, 0, 3, (1 << 61) - 1).expect("room");
+        narrow.release(3, 0);
+        assert_eq!(
+            narrow.counts().released,
+            3,
+            "a multi-count release wraps once"
+        );
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_usage {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Releases racing each other and a snapshot on a one-bit in-word
+    /// counter (every other release wraps it into `carried`): the snapshot
+    /// never counts a release twice or loses one, never sees more released
+    /// than admitted, and the totals end exact.
+    #[test]
+    fn loom_release_counter_wraps_without_a_lost_or_doubled_release() {
+        loom::model(|| {
+            let usage = Arc::new(Usage::with_min_release_bits(3, (1 << 61) - 1, 1));
+            for _ in 0..3 {
+                usage.try_add(1, 1, 3, 10).expect("room");
+                usage.admitted(1);
+            }
+            let releasers: Vec<_> = [1, 2]
+                .into_iter()
+                .map(|count| {
+                    let usage = Arc::clone(&usage);
+                    thread::spawn(move || usage.release(count, count))
+                })
+                .collect();
+            let seen = usage.counts();
+            assert_eq!(seen.admitted, 3, "admissions never change: {seen:?}");
+            assert_eq!(seen.released + seen.count as u64, 3, "{seen:?}");
+            for releaser in releasers {
+                releaser.join().expect("joins");
+            }
+            assert_eq!(
+                usage.counts(),
+                UsageCounts {
+                    count: 0,
+                    bytes: 0,
+                    admitted: 3,
+                    released: 3,
+                }
+            );
+        });
     }
 }

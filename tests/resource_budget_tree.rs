@@ -627,6 +627,29 @@ fn drop_stale_drops_only_items_older_than_max_age() {
     assert_eq!(rejecting.len(), 2);
 }
 
+/// Stamps follow queue order even when the clock reading behind a push is
+/// older than the newest queued item's (a push that read the clock before
+/// another but queued after it; here a user clock stepping back).
+#[test]
+fn enqueue_stamps_never_go_back_in_queue_order() {
+    let (clock, _tree, budget) = stale_budget(|limit| limit);
+    let queue = BudgetedQueue::new(budget);
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(10);
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(4);
+    assert!(queue.try_push_data(2, 10).is_accepted());
+    *clock.0.lock().expect("unpoisoned") = Duration::from_secs(12);
+    assert!(queue.try_push_data(3, 10).is_accepted());
+    let stamps: Vec<_> = std::iter::from_fn(|| queue.try_pop_budgeted())
+        .map(|item| item.enqueued_at())
+        .collect();
+    assert_eq!(
+        stamps,
+        [10, 10, 12].map(Duration::from_secs),
+        "the second push is stamped no earlier than the first"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn close_slow_consumer_closes_and_wakes_everyone() {
     let (budget, queue) = new_queue(2, 200, FullPolicy::CloseSlowConsumer);

@@ -276,15 +276,16 @@ impl<T> BudgetedQueue<T> {
         first: bool,
     ) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
+        // One clock read serves the age checks and the new entry's stamp.
+        // It comes before the lock (not held across a user clock) and
+        // before the reservation: nothing can fail between a reservation
+        // and its entry being queued (a panicking user clock leaves
+        // nothing reserved).
+        let now = self.now();
         let mut state = inner.state.lock();
         if state.closed {
             return self.reject(item, QueuePushRejection::Closed);
         }
-        // One clock read serves the age checks and the new entry's stamp,
-        // and comes before the reservation: nothing can fail between a
-        // reservation and its entry being queued (a panicking user clock
-        // leaves nothing reserved).
-        let now = self.now();
         let policy = self.policy();
         let dropped = match policy {
             FullPolicy::DropStale => self.drop_stale(&mut state, now),
@@ -609,7 +610,8 @@ impl<T> BudgetedQueue<T> {
     }
 
     /// Queues `item` with the reservation the caller just made, stamped
-    /// `enqueued_at` (read before the reservation).
+    /// `enqueued_at` (read before the lock and the reservation), or the
+    /// newest queued item's stamp if that is later.
     fn enqueue(
         &self,
         state: &mut QueueState<T>,
@@ -618,6 +620,13 @@ impl<T> BudgetedQueue<T> {
         class: BudgetClass,
         enqueued_at: Duration,
     ) {
+        // The clock was read before the lock: a push that read it earlier
+        // may get here later. Stamps stay ordered like the queue (the age
+        // checks look at the head only).
+        let enqueued_at = state
+            .items
+            .back()
+            .map_or(enqueued_at, |newest| enqueued_at.max(newest.enqueued_at));
         state.items.push_back(Entry {
             item,
             bytes,

@@ -489,6 +489,61 @@ mod tests {
             "a multi-count release wraps once"
         );
     }
+
+    /// Threads admitting and releasing through a one-bit in-word counter
+    /// (a wrap every other release) while another snapshots: admissions
+    /// and releases never go backwards, releases never pass admissions,
+    /// and the totals end exact.
+    #[test]
+    fn concurrent_releases_and_snapshots_count_exactly_across_wraps() {
+        const THREADS: u64 = 4;
+        const ROUNDS: u64 = 20_000;
+        let bytes_limit = (1 << 61) - 1;
+        let usage = Usage::with_min_release_bits(3, bytes_limit, 1);
+        assert!(usage.counts_releases_in_word());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut admitted = 0;
+                        while admitted < ROUNDS {
+                            if usage.try_add(1, 8, 3, bytes_limit).is_ok() {
+                                usage.admitted(1);
+                                admitted += 1;
+                                usage.release(1, 8);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            scope.spawn(|| {
+                let mut last = usage.counts();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let seen = usage.counts();
+                    assert!(seen.admitted >= last.admitted, "{seen:?} after {last:?}");
+                    assert!(seen.released >= last.released, "{seen:?} after {last:?}");
+                    assert!(seen.released <= seen.admitted, "{seen:?}");
+                    assert!(seen.count <= 3, "{seen:?}");
+                    last = seen;
+                }
+            });
+            for worker in workers {
+                worker.join().expect("worker");
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let total = THREADS * ROUNDS;
+        assert_eq!(
+            usage.counts(),
+            UsageCounts {
+                count: 0,
+                bytes: 0,
+                admitted: total,
+                released: total,
+            }
+        );
+    }
 }
 
 #[cfg(all(test, loom))]

@@ -650,6 +650,48 @@ fn enqueue_stamps_never_go_back_in_queue_order() {
     );
 }
 
+/// A producer waiting on a full queue under a dynamic key stops waiting
+/// when the key closes (its budget could only refuse again), well before
+/// its deadline.
+#[tokio::test(start_paused = true)]
+async fn closing_a_dynamic_key_ends_a_waiting_push() {
+    let tree = tree(100, 10_000);
+    let tenants = tree
+        .root()
+        .child("tenants", limit(100, 10_000))
+        .expect("fits");
+    let key = tenants
+        .register_dynamic_child(
+            "t1",
+            BudgetLimit::new(1, 100, FullPolicy::WaitUntilDeadline),
+        )
+        .expect("registered");
+    let queue = BudgetedQueue::new(key.budget());
+    assert!(queue.try_push_data(1, 10).is_accepted());
+    let started = Instant::now();
+    let producer = tokio::spawn({
+        let queue = queue.clone();
+        async move {
+            queue
+                .push_until(2, 10, BudgetClass::Data, started + Duration::from_secs(60))
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(queue.snapshot().waiters, 1);
+    key.close();
+    match guard("producer", producer).await.expect("joins") {
+        QueuePushOutcome::Rejected {
+            item: 2,
+            rejection: QueuePushRejection::BudgetExhausted(_),
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(Instant::now(), started, "no wait to the deadline");
+    // Queued work still drains.
+    assert_eq!(queue.try_pop(), Some(1));
+}
+
 #[tokio::test(start_paused = true)]
 async fn close_slow_consumer_closes_and_wakes_everyone() {
     let (budget, queue) = new_queue(2, 200, FullPolicy::CloseSlowConsumer);

@@ -387,20 +387,33 @@ impl<T> BudgetedQueue<T> {
         let expiry = tokio::time::sleep_until(deadline);
         tokio::pin!(expiry);
         loop {
-            // Register and arm before trying again, so a release between a
-            // failed try and the wait is not missed.
+            // Register and arm before looking again: a release (or a
+            // refused reservation rolling back) after this point wakes the
+            // wait.
             let released = tree.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
             tree.arm_release_wake();
-            match self.push_once(item, retained_bytes, class, false) {
-                QueuePushOutcome::Rejected {
-                    item: returned,
-                    rejection: QueuePushRejection::BudgetExhausted(rejection),
-                } if self.may_wait_for(&rejection, retained_bytes, class) => {
-                    item = returned;
+            // Look before trying: a refused try rolls its reservation back
+            // and wakes the armed waiters, this one included, so trying
+            // while the chain is visibly full would spin. A closed queue or
+            // budget is tried at once, to return its refusal.
+            if inner.budget.node.fits_now(retained_bytes, class)
+                || self.is_closed()
+                || inner.budget.is_closed()
+            {
+                match self.push_once(item, retained_bytes, class, false) {
+                    QueuePushOutcome::Rejected {
+                        item: returned,
+                        rejection: QueuePushRejection::BudgetExhausted(rejection),
+                    } if self.may_wait_for(&rejection, retained_bytes, class) => {
+                        // Another reservation took the room first: look
+                        // again under a fresh registration.
+                        item = returned;
+                        continue;
+                    }
+                    outcome => return self.counted(outcome),
                 }
-                outcome => return self.counted(outcome),
             }
             if !waited {
                 waited = true;
@@ -424,6 +437,11 @@ impl<T> BudgetedQueue<T> {
             .dimension()
             .is_some_and(|dimension| dimension != BudgetDimension::Rate)
             && self.inner.budget.node.could_fit(bytes, class)
+            // A full budget behind a closed gate refuses by capacity (the
+            // gates are checked only once the chain is reserved): closing
+            // wakes the waiters, and this stops them waiting for capacity
+            // that could only be refused again.
+            && !self.inner.budget.is_closed()
     }
 
     /// Pops the oldest item; its permit is released here.
@@ -439,9 +457,11 @@ impl<T> BudgetedQueue<T> {
     /// Removes the oldest entry (after dropping stale ones under
     /// `DropStale`); its reservation moves to the caller.
     fn pop_entry(&self) -> Option<Entry<T>> {
+        // The user clock is read before the lock, as a push reads it.
+        let now = (self.policy() == FullPolicy::DropStale).then(|| self.now());
         let mut state = self.inner.state.lock();
-        if self.policy() == FullPolicy::DropStale {
-            self.drop_stale(&mut state, self.now());
+        if let Some(now) = now {
+            self.drop_stale(&mut state, now);
         }
         let entry = state.items.pop_front()?;
         state.retained_bytes -= entry.bytes;

@@ -7,8 +7,10 @@
 //! exceeds it), then, for data work at a level with a control reserve, the
 //! data-class counters (bounded by `capacity − reserve`), then, only at a
 //! level with a rate, takes a token under that level's lock. A failure at
-//! level k releases what this request reserved at levels `< k` (and at k)
-//! and names level k as `exhausted_path`. Dynamic gates are checked after
+//! level k undoes what this request reserved at levels `< k` (and at k; an
+//! undone reservation counts as neither admitted nor released), wakes
+//! capacity waiters (one may have seen the transient use and parked) and
+//! names level k as `exhausted_path`. Dynamic gates are checked after
 //! the whole chain is reserved: a closed gate rolls everything back, so an
 //! acquisition either completed before the close (and stays charged) or is
 //! refused.
@@ -255,8 +257,9 @@ impl Node {
     }
 
     /// Reserves along the chain root → `self`; on failure everything this
-    /// call reserved is released and the failing level is returned (the
-    /// caller counts the rejection there, see [`refused`](Self::refused)).
+    /// call reserved is undone and the failing level is returned (the
+    /// caller counts the rejection there, see [`refused`](Self::refused),
+    /// and wakes capacity waiters: the undone use may have made one park).
     #[inline]
     fn reserve_chain(
         &self,
@@ -386,6 +389,7 @@ impl Node {
         class: BudgetClass,
     ) -> Result<(), (&Node, Option<BudgetDimension>)> {
         if let Err((at, dimension)) = self.reserve_chain(1, bytes, class, true, None) {
+            // `refusal` wakes the capacity waiters (out of line).
             return Err((at, Some(dimension)));
         }
         if let Some(closed) = self.closed_level() {
@@ -396,7 +400,10 @@ impl Node {
         Ok(())
     }
 
-    /// The rejection for a refusal of [`try_reserve`](Self::try_reserve).
+    /// The rejection for a refusal of [`try_reserve`](Self::try_reserve);
+    /// a capacity refusal also wakes the capacity waiters (its undone
+    /// reservation may have made one park; a closed-gate refusal woke
+    /// them already).
     #[cold]
     #[inline(never)]
     fn refusal(
@@ -405,6 +412,9 @@ impl Node {
         dimension: Option<BudgetDimension>,
         counted: bool,
     ) -> BudgetRejection {
+        if dimension.is_some() {
+            self.tree.notify_released();
+        }
         match dimension {
             Some(dimension) if counted => self.refused(at, dimension),
             Some(dimension) => self.rejection(at, BudgetRejectionReason::Capacity(dimension)),
@@ -442,6 +452,32 @@ impl Node {
             coalesced_count: self.coalesced.load(Ordering::Relaxed),
             closed_slow_consumer_count: self.closed_slow_consumer.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether one more reservation of `bytes` of `class` fits every level
+    /// of the chain now, judged from a read of each level's use: nothing is
+    /// reserved, so (unlike a refused try) it leaves no transient use for
+    /// a concurrent waiter to see and wakes nobody. Rates are not read.
+    pub(crate) fn fits_now(&self, bytes: usize, class: BudgetClass) -> bool {
+        let mut next = Some(self);
+        while let Some(node) = next {
+            let capacity = &node.limit.capacity;
+            let (count, used) = node.usage.load();
+            if count >= capacity.count || bytes > capacity.bytes.saturating_sub(used) {
+                return false;
+            }
+            if let Some(data) = node.data_share(class) {
+                let reserve = &node.limit.control_reserve;
+                let (count, used) = data.load();
+                if count >= capacity.count - reserve.count
+                    || bytes > (capacity.bytes - reserve.bytes).saturating_sub(used)
+                {
+                    return false;
+                }
+            }
+            next = node.parent.as_deref();
+        }
+        true
     }
 
     /// Whether `bytes` of `class` could ever fit the chain (ignoring use).
@@ -775,6 +811,7 @@ impl ResourcePermit {
         }
         let delta = bytes - self.bytes;
         if let Err((at, dimension)) = node.reserve_chain(0, delta, self.class, false, None) {
+            node.tree.notify_released();
             return Err(node.refused(at, dimension));
         }
         // Again after reserving, as an acquisition does: growth racing a
@@ -843,6 +880,7 @@ impl ResourcePermit {
             if let Err((at, dimension)) =
                 target_node.reserve_chain(1, self.bytes, self.class, false, common)
             {
+                target_node.tree.notify_released();
                 return Ok(PermitRebindOutcome::Rejected(
                     target_node.refused(at, dimension),
                 ));

@@ -253,7 +253,9 @@ pub struct BudgetSnapshot {
     pub current_count: usize,
     /// Bytes held now.
     pub current_bytes: usize,
-    /// Reservations ever admitted at this level.
+    /// Reservations ever admitted at this level (a reservation refused at
+    /// a lower level or by a closed gate is undone and not counted; a
+    /// snapshot taken while it is in flight may include it).
     pub admitted_count: u64,
     /// Reservations ever released at this level.
     pub released_count: u64,

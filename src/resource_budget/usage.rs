@@ -192,10 +192,12 @@ impl Usage {
     /// it never happened.
     #[inline]
     pub(crate) fn undo(&self, count: usize, bytes: usize) {
-        self.sub(count, bytes);
+        // The counter first: a snapshot in between never shows the undone
+        // reservation as released.
         if count > 0 && !self.counts_in_word() {
             self.admitted.fetch_sub(count as u64, Ordering::Relaxed);
         }
+        self.sub(count, bytes);
     }
 
     /// Gives back what an earlier `try_add` took, without statistics (the
@@ -299,8 +301,10 @@ impl Usage {
                 released,
             };
         }
-        // Read the use first: `released = admitted − current` can then
-        // never underflow (admissions are counted after they are added).
+        // Read the use first, then the counter. `released = admitted −
+        // current` saturates: the use may include a reservation whose
+        // admission is not counted yet (or whose undo has lowered the
+        // counter but not yet the use).
         let (count, bytes) = self.load();
         let admitted = self.admitted.load(Ordering::Relaxed);
         UsageCounts {

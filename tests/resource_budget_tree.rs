@@ -290,13 +290,19 @@ fn tree_other() -> ResourceBudget {
     tree(1, 1).root()
 }
 
-#[tokio::test(start_paused = true)]
-async fn dynamic_keys_close_escaped_handles_and_hold_their_name_until_retired() {
+/// A tree with a `tenants` level for dynamic keys.
+fn tenants() -> (ResourceBudgetTree, ResourceBudget) {
     let tree = tree(100, 10_000);
     let tenants = tree
         .root()
         .child("tenants", limit(100, 10_000))
         .expect("fits");
+    (tree, tenants)
+}
+
+#[tokio::test(start_paused = true)]
+async fn dynamic_keys_close_escaped_handles_and_hold_their_name_until_retired() {
+    let (_tree, tenants) = tenants();
     let key = tenants
         .register_dynamic_child("t1", limit(10, 1_000))
         .expect("registered");
@@ -655,11 +661,7 @@ fn enqueue_stamps_never_go_back_in_queue_order() {
 /// its deadline.
 #[tokio::test(start_paused = true)]
 async fn closing_a_dynamic_key_ends_a_waiting_push() {
-    let tree = tree(100, 10_000);
-    let tenants = tree
-        .root()
-        .child("tenants", limit(100, 10_000))
-        .expect("fits");
+    let (_tree, tenants) = tenants();
     let key = tenants
         .register_dynamic_child(
             "t1",

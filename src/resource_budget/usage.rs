@@ -64,6 +64,14 @@ enum Repr {
     },
 }
 
+/// A packed word that counts releases, borrowed.
+struct ReleaseCounting<'a> {
+    word: &'a AtomicU64,
+    bytes_bits: u32,
+    release_shift: u32,
+    carried: &'a Mutex<u64>,
+}
+
 /// A consistent reading of one level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct UsageCounts {
@@ -112,13 +120,27 @@ impl Usage {
     /// counter is touched per admission or release).
     #[cfg(test)]
     pub(crate) fn counts_releases_in_word(&self) -> bool {
-        matches!(
-            self.repr,
+        self.counts_in_word()
+    }
+
+    /// The packed word's parts, when it counts releases.
+    #[inline]
+    fn release_counting(&self) -> Option<ReleaseCounting<'_>> {
+        match &self.repr {
             Repr::Packed {
+                word,
+                bytes_bits,
+                release_shift,
                 counts_releases: true,
-                ..
-            }
-        )
+                carried,
+            } => Some(ReleaseCounting {
+                word,
+                bytes_bits: *bytes_bits,
+                release_shift: *release_shift,
+                carried,
+            }),
+            _ => None,
+        }
     }
 
     /// Adds `count` and `bytes` unless either passes its limit; on refusal
@@ -223,20 +245,18 @@ impl Usage {
     /// Releases `count` admitted reservations holding `bytes` together.
     #[inline]
     pub(crate) fn release(&self, count: usize, bytes: usize) {
-        let Repr::Packed {
+        let Some(ReleaseCounting {
             word,
             bytes_bits,
-            release_shift,
-            counts_releases: true,
+            release_shift: shift,
             carried,
-        } = &self.repr
+        }) = self.release_counting()
         else {
             self.sub(count, bytes);
             return;
         };
-        let shift = *release_shift;
         let released_limit = low_mask(u64::BITS - shift);
-        let delta = pack(count, bytes, *bytes_bits);
+        let delta = pack(count, bytes, bytes_bits);
         let mut current = word.load(Ordering::SeqCst);
         loop {
             let released = current >> shift;
@@ -256,13 +276,7 @@ impl Usage {
 
     #[inline]
     fn counts_in_word(&self) -> bool {
-        matches!(
-            self.repr,
-            Repr::Packed {
-                counts_releases: true,
-                ..
-            }
-        )
+        self.release_counting().is_some()
     }
 
     /// The current (count, bytes).
@@ -282,17 +296,16 @@ impl Usage {
 
     /// Current use and the admission and release totals, read together.
     pub(crate) fn counts(&self) -> UsageCounts {
-        if let Repr::Packed {
+        if let Some(ReleaseCounting {
             word,
             bytes_bits,
             release_shift,
-            counts_releases: true,
             carried,
-        } = &self.repr
+        }) = self.release_counting()
         {
             let carried = carried.lock();
             let current = word.load(Ordering::SeqCst);
-            let (count, bytes) = unpack(current, *bytes_bits, *release_shift);
+            let (count, bytes) = unpack(current, bytes_bits, release_shift);
             let released = *carried + (current >> release_shift);
             return UsageCounts {
                 count,

@@ -63,3 +63,15 @@ pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
 /// reads: plain atomics in every build, so loom models explore only the
 /// counters that bound admission.
 pub(crate) use std::sync::atomic::AtomicU64 as StatCounter;
+
+/// Marks a store-then-load handshake between two `SeqCst` accesses to
+/// different atomics (a reservation then a gate check, against a gate close
+/// then a usage read). `SeqCst` accesses already join one total order, so
+/// the normal build needs nothing here; loom models `SeqCst` loads and
+/// stores as acquire/release only, and a `SeqCst` fence gives the models
+/// the order the real build has.
+#[inline(always)]
+pub(crate) fn seq_cst_handshake() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}

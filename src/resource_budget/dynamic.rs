@@ -179,6 +179,9 @@ impl DynamicBudgetKey {
         if let Some(gate) = &self.budget.node.gate {
             gate.closed.store(true, Ordering::SeqCst);
         }
+        // Whatever reads the use after this (a retirement's drain check)
+        // sees every reservation that passed the gate.
+        crate::loom::seq_cst_handshake();
         self.budget.node.tree.notify_released();
     }
 

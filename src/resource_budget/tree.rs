@@ -392,6 +392,7 @@ impl Node {
             // `refusal` wakes the capacity waiters (out of line).
             return Err((at, Some(dimension)));
         }
+        crate::loom::seq_cst_handshake();
         if let Some(closed) = self.closed_level() {
             self.roll_back_chain(1, bytes, class, true, None);
             self.tree.notify_released();
@@ -816,6 +817,7 @@ impl ResourcePermit {
         }
         // Again after reserving, as an acquisition does: growth racing a
         // close is either before it (and charged) or refused.
+        crate::loom::seq_cst_handshake();
         if let Some(closed) = node.closed_level() {
             let rejection = node.rejection(closed, BudgetRejectionReason::Closed);
             node.roll_back_chain(0, delta, self.class, false, None);
@@ -887,6 +889,7 @@ impl ResourcePermit {
             }
             // Again after reserving, as an acquisition does: a rebind racing
             // the target's close is either before it or refused.
+            crate::loom::seq_cst_handshake();
             if let Some(closed) = target_node.closed_level() {
                 let rejection = target_node.rejection(closed, BudgetRejectionReason::Closed);
                 target_node.roll_back_chain(1, self.bytes, self.class, false, common);

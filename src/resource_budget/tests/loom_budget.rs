@@ -67,3 +67,73 @@ fn competing_acquirers(root_count: usize) {
         }
     });
 }
+
+/// Growth by `try_resize` racing the close of its dynamic key: growth that
+/// succeeds was charged before the close finished (the closer's read of
+/// the key's bytes right after closing sees it), or it is refused. Without
+/// the gate re-check after reserving, growth that passed the gate before
+/// the close could be charged after it.
+#[test]
+fn loom_resize_racing_a_key_close_is_charged_before_it_or_refused() {
+    loom::model(|| {
+        let tree = ResourceBudgetTree::new("process", BudgetLimit::new(4, 100, FullPolicy::Reject))
+            .expect("valid");
+        let key = tree
+            .root()
+            .register_dynamic_child("tenant", BudgetLimit::new(4, 100, FullPolicy::Reject))
+            .expect("registered");
+        let mut permit = key.budget().try_acquire_data(10).expect("room");
+        let grower = thread::spawn(move || {
+            let grown = permit.try_resize(40).is_ok();
+            (grown, permit)
+        });
+        key.close();
+        let bytes_after_close = key.budget().snapshot().current_bytes;
+        let (grown, permit) = grower.join().expect("grower");
+        if grown {
+            assert_eq!(bytes_after_close, 40, "growth charged after the close");
+        }
+        assert_eq!(permit.bytes(), if grown { 40 } else { 10 });
+        drop(permit);
+        assert_eq!(key.budget().snapshot().current_bytes, 0);
+    });
+}
+
+/// A rebind into a dynamic key racing the key's close: a permit that
+/// moves in was charged before the close finished, or the rebind is
+/// refused and the permit stays where it was.
+#[test]
+fn loom_rebind_racing_a_key_close_is_charged_before_it_or_refused() {
+    use crate::resource_budget::PermitRebindOutcome;
+
+    loom::model(|| {
+        let tree = ResourceBudgetTree::new("process", BudgetLimit::new(4, 100, FullPolicy::Reject))
+            .expect("valid");
+        let root = tree.root();
+        let key = root
+            .register_dynamic_child("tenant", BudgetLimit::new(4, 100, FullPolicy::Reject))
+            .expect("registered");
+        let mut permit = root.try_acquire_data(10).expect("room");
+        let target = key.budget();
+        let mover = thread::spawn(move || {
+            let moved = matches!(
+                permit.try_rebind(&target).expect("same tree"),
+                PermitRebindOutcome::Rebound
+            );
+            (moved, permit)
+        });
+        key.close();
+        let count_after_close = key.budget().snapshot().current_count;
+        let (moved, permit) = mover.join().expect("mover");
+        if moved {
+            assert_eq!(count_after_close, 1, "rebind charged after the close");
+        }
+        assert_eq!(
+            permit.budget().path(),
+            if moved { "process/tenant" } else { "process" }
+        );
+        drop(permit);
+        assert_eq!(key.budget().snapshot().current_count, 0);
+        assert_eq!(root.snapshot().current_count, 0);
+    });
+}

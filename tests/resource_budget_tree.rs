@@ -694,6 +694,40 @@ async fn closing_a_dynamic_key_ends_a_waiting_push() {
     assert_eq!(queue.try_pop(), Some(1));
 }
 
+/// Data work under a level whose control reserve is its whole count can
+/// never fit: a waiting data push is refused at once, not at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_data_push_that_can_never_fit_the_count_is_refused_at_once() {
+    let tree = ResourceBudgetTree::new(
+        "process",
+        BudgetLimit::new(2, 1_000, FullPolicy::WaitUntilDeadline)
+            .with_control_reserve(BudgetCapacity::new(2, 0)),
+    )
+    .expect("valid");
+    let queue = BudgetedQueue::new(tree.root());
+    let started = Instant::now();
+    match queue
+        .push_until(1, 10, BudgetClass::Data, started + Duration::from_secs(60))
+        .await
+    {
+        QueuePushOutcome::Rejected {
+            item: 1,
+            rejection: QueuePushRejection::BudgetExhausted(_),
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(Instant::now(), started, "no wait to the deadline");
+    assert!(queue
+        .push_until(
+            2,
+            10,
+            BudgetClass::Control,
+            started + Duration::from_secs(60)
+        )
+        .await
+        .is_accepted());
+}
+
 #[tokio::test(start_paused = true)]
 async fn close_slow_consumer_closes_and_wakes_everyone() {
     let (budget, queue) = new_queue(2, 200, FullPolicy::CloseSlowConsumer);

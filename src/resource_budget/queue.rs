@@ -407,9 +407,18 @@ impl<T> BudgetedQueue<T> {
                         item: returned,
                         rejection: QueuePushRejection::BudgetExhausted(rejection),
                     } if self.may_wait_for(&rejection, retained_bytes, class) => {
-                        // Another reservation took the room first: look
-                        // again under a fresh registration.
+                        // Another reservation took the room first. Let
+                        // other tasks run (room freed and taken again and
+                        // again must not hold this worker), then look again
+                        // under a fresh registration, unless the deadline
+                        // passed meanwhile.
                         item = returned;
+                        tokio::task::yield_now().await;
+                        if Instant::now() >= deadline {
+                            inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
+                            return self
+                                .counted(self.reject(item, QueuePushRejection::DeadlineExceeded));
+                        }
                         continue;
                     }
                     outcome => return self.counted(outcome),

@@ -486,11 +486,17 @@ impl Node {
         let mut next = Some(self);
         while let Some(node) = next {
             let capacity = &node.limit.capacity;
-            let limit = match class {
-                BudgetClass::Data => capacity.bytes - node.limit.control_reserve.bytes,
-                BudgetClass::Control => capacity.bytes,
+            let reserve = &node.limit.control_reserve;
+            // Data work may use neither the reserved bytes nor the reserved
+            // count (a reserve of the whole count leaves data no room).
+            let (count, limit) = match class {
+                BudgetClass::Data => (
+                    capacity.count - reserve.count,
+                    capacity.bytes - reserve.bytes,
+                ),
+                BudgetClass::Control => (capacity.count, capacity.bytes),
             };
-            if bytes > limit {
+            if count == 0 || bytes > limit {
                 return false;
             }
             next = node.parent.as_deref();
@@ -509,6 +515,7 @@ impl TreeState {
     /// between cleared it and woke every registered waiter.
     #[inline]
     pub(crate) fn notify_released(&self) {
+        crate::loom::seq_cst_handshake();
         if self.release_armed.load(Ordering::SeqCst)
             && self.release_armed.swap(false, Ordering::SeqCst)
         {
@@ -521,6 +528,7 @@ impl TreeState {
     #[inline]
     pub(crate) fn arm_release_wake(&self) {
         self.release_armed.store(true, Ordering::SeqCst);
+        crate::loom::seq_cst_handshake();
     }
 }
 

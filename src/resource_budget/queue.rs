@@ -415,9 +415,7 @@ impl<T> BudgetedQueue<T> {
                         item = returned;
                         tokio::task::yield_now().await;
                         if Instant::now() >= deadline {
-                            inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
-                            return self
-                                .counted(self.reject(item, QueuePushRejection::DeadlineExceeded));
+                            return self.deadline_exceeded(item);
                         }
                         continue;
                     }
@@ -431,12 +429,15 @@ impl<T> BudgetedQueue<T> {
             tokio::select! {
                 biased;
                 () = &mut released => {}
-                () = &mut expiry => {
-                    inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
-                    return self.counted(self.reject(item, QueuePushRejection::DeadlineExceeded));
-                }
+                () = &mut expiry => return self.deadline_exceeded(item),
             }
         }
+    }
+
+    /// A waiting push's refusal at its deadline.
+    fn deadline_exceeded(&self, item: T) -> QueuePushOutcome<T> {
+        self.inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
+        self.counted(self.reject(item, QueuePushRejection::DeadlineExceeded))
     }
 
     /// Whether a refused push may wait: count or bytes exhausted (not a

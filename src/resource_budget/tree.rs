@@ -126,10 +126,8 @@ impl Node {
             usage: Usage::new(limit.capacity.count, limit.capacity.bytes),
             data_usage: (limit.control_reserve.count > 0 || limit.control_reserve.bytes > 0).then(
                 || {
-                    Usage::new(
-                        limit.capacity.count - limit.control_reserve.count,
-                        limit.capacity.bytes - limit.control_reserve.bytes,
-                    )
+                    let (count, bytes) = data_capacity(&limit);
+                    Usage::new(count, bytes)
                 },
             ),
             rate,
@@ -140,6 +138,12 @@ impl Node {
             coalesced: StatCounter::new(0),
             closed_slow_consumer: StatCounter::new(0),
         }
+    }
+
+    /// This level and its ancestors, up to the root.
+    #[inline]
+    fn ancestors(&self) -> impl Iterator<Item = &Node> {
+        std::iter::successors(Some(self), |node| node.parent.as_deref())
     }
 
     /// The data-class share to charge for `class`, if this level keeps one.
@@ -166,13 +170,8 @@ impl Node {
             .try_add(count, bytes, capacity.count, capacity.bytes)?;
         let data = self.data_share(class);
         if let Some(data) = data {
-            let reserve = &self.limit.control_reserve;
-            if let Err(dimension) = data.try_add(
-                count,
-                bytes,
-                capacity.count - reserve.count,
-                capacity.bytes - reserve.bytes,
-            ) {
+            let (count_limit, bytes_limit) = data_capacity(&self.limit);
+            if let Err(dimension) = data.try_add(count, bytes, count_limit, bytes_limit) {
                 self.usage.sub(count, bytes);
                 return Err(dimension);
             }
@@ -242,18 +241,11 @@ impl Node {
     /// The first closed gate on the chain (this level and its ancestors).
     #[inline]
     fn closed_level(&self) -> Option<&Node> {
-        let mut next = Some(self);
-        while let Some(node) = next {
-            if node
-                .gate
+        self.ancestors().find(|node| {
+            node.gate
                 .as_ref()
                 .is_some_and(|gate| gate.closed.load(Ordering::SeqCst))
-            {
-                return Some(node);
-            }
-            next = node.parent.as_deref();
-        }
-        None
+        })
     }
 
     /// Reserves along the chain root → `self`; on failure everything this
@@ -306,15 +298,10 @@ impl Node {
 
     /// Visits this level and its ancestors, stopping before `stop_before`.
     #[inline]
-    fn walk_chain(&self, stop_before: Option<&Node>, mut visit: impl FnMut(&Node)) {
-        let mut next = Some(self);
-        while let Some(node) = next {
-            if stop_before.is_some_and(|stop| std::ptr::eq(stop, node)) {
-                break;
-            }
-            visit(node);
-            next = node.parent.as_deref();
-        }
+    fn walk_chain(&self, stop_before: Option<&Node>, visit: impl FnMut(&Node)) {
+        self.ancestors()
+            .take_while(|node| !stop_before.is_some_and(|stop| std::ptr::eq(stop, *node)))
+            .for_each(visit);
     }
 
     /// Releases along the chain `self` → root (or up to `stop_before`).
@@ -460,49 +447,41 @@ impl Node {
     /// reserved, so (unlike a refused try) it leaves no transient use for
     /// a concurrent waiter to see and wakes nobody. Rates are not read.
     pub(crate) fn fits_now(&self, bytes: usize, class: BudgetClass) -> bool {
-        let mut next = Some(self);
-        while let Some(node) = next {
+        let fits = |usage: &Usage, (count_limit, bytes_limit): (usize, usize)| {
+            let (count, used) = usage.load();
+            count < count_limit && bytes <= bytes_limit.saturating_sub(used)
+        };
+        self.ancestors().all(|node| {
             let capacity = &node.limit.capacity;
-            let (count, used) = node.usage.load();
-            if count >= capacity.count || bytes > capacity.bytes.saturating_sub(used) {
-                return false;
-            }
-            if let Some(data) = node.data_share(class) {
-                let reserve = &node.limit.control_reserve;
-                let (count, used) = data.load();
-                if count >= capacity.count - reserve.count
-                    || bytes > (capacity.bytes - reserve.bytes).saturating_sub(used)
-                {
-                    return false;
-                }
-            }
-            next = node.parent.as_deref();
-        }
-        true
+            fits(&node.usage, (capacity.count, capacity.bytes))
+                && node
+                    .data_share(class)
+                    .is_none_or(|data| fits(data, data_capacity(&node.limit)))
+        })
     }
 
     /// Whether `bytes` of `class` could ever fit the chain (ignoring use).
     pub(crate) fn could_fit(&self, bytes: usize, class: BudgetClass) -> bool {
-        let mut next = Some(self);
-        while let Some(node) = next {
-            let capacity = &node.limit.capacity;
-            let reserve = &node.limit.control_reserve;
+        self.ancestors().all(|node| {
             // Data work may use neither the reserved bytes nor the reserved
             // count (a reserve of the whole count leaves data no room).
             let (count, limit) = match class {
-                BudgetClass::Data => (
-                    capacity.count - reserve.count,
-                    capacity.bytes - reserve.bytes,
-                ),
-                BudgetClass::Control => (capacity.count, capacity.bytes),
+                BudgetClass::Data => data_capacity(&node.limit),
+                BudgetClass::Control => (node.limit.capacity.count, node.limit.capacity.bytes),
             };
-            if count == 0 || bytes > limit {
-                return false;
-            }
-            next = node.parent.as_deref();
-        }
-        true
+            count > 0 && bytes <= limit
+        })
     }
+}
+
+/// The (count, bytes) data work may use at a level: its capacity less the
+/// control reserve.
+#[inline]
+fn data_capacity(limit: &BudgetLimit) -> (usize, usize) {
+    (
+        limit.capacity.count - limit.control_reserve.count,
+        limit.capacity.bytes - limit.control_reserve.bytes,
+    )
 }
 
 impl TreeState {
@@ -843,15 +822,13 @@ impl ResourcePermit {
         if self.class == BudgetClass::Control {
             return;
         }
-        let mut next = Some(&*self.node);
-        while let Some(node) = next {
+        for node in self.node.ancestors() {
             if let Some(data) = &node.data_usage {
                 data.sub(1, self.bytes);
             }
             if node.depth < self.token_levels {
                 node.restore_token();
             }
-            next = node.parent.as_deref();
         }
         self.token_levels = 0;
         self.class = BudgetClass::Control;

@@ -187,8 +187,8 @@ impl GroupInner {
     }
 
     /// Settlement step 2 and 3: account under the gate, then publish.
-    pub(crate) fn settle(&self, slot: u32, seq: u64, result: TaskResult) {
-        let effect = self.gate.settle(slot, seq, result);
+    pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskResult) {
+        let effect = self.gate.settle(slot, check, result);
         if !effect.found {
             return;
         }

@@ -20,6 +20,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
 use crate::task_group::identity::TaskResult;
+use crate::task_group::registry::SeqCheck;
 use crate::task_group::GroupInner;
 
 /// How a tracked future ended, decided by [`Tracked`].
@@ -64,7 +65,7 @@ pub(crate) trait TrackedFuture<S: Settle> {
 pub(crate) struct Settlement {
     pub(crate) group: Arc<GroupInner>,
     pub(crate) slot: u32,
-    pub(crate) seq: u64,
+    pub(crate) check: SeqCheck,
 }
 
 impl Settle for Settlement {
@@ -72,7 +73,7 @@ impl Settle for Settlement {
 
     fn finish(self, ending: Ending<TaskResult>) {
         let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
-        self.group.settle(self.slot, self.seq, result);
+        self.group.settle(self.slot, self.check, result);
     }
 }
 

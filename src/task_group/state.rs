@@ -35,8 +35,10 @@ use tokio::time::Instant;
 
 use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
+#[cfg(test)]
+use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{
-    AbortTarget, OperationTag, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
+    AbortTarget, OperationTag, SeqCheck, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
 };
 
 pub(crate) const OPEN: u8 = 0;
@@ -264,7 +266,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let mut state = home.state.lock();
         self.admission()?;
         let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
-        let local = state
+        let (local, retained) = state
             .table
             .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
@@ -275,6 +277,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
         // nothing waits for a count to rise.
         home.live
             .store(home.live.load(Ordering::Relaxed) + 1, Ordering::Release);
+        drop(state);
+        drop(retained);
         Ok((seq, pack(local, shard)))
     }
 
@@ -406,12 +410,12 @@ impl<H: AbortTarget, C> Gate<H, C> {
 
     /// Removes a settled task and accounts its result (the future is already
     /// destroyed). Poisons the group if it panicked while open.
-    pub(crate) fn settle(&self, slot: u32, seq: u64, result: TaskResult) -> SettleEffect {
+    pub(crate) fn settle(&self, slot: u32, check: SeqCheck, result: TaskResult) -> SettleEffect {
         let (local, shard) = unpack(slot);
         let home = &self.shards[shard];
         let mut guard = home.state.lock();
         let state = &mut *guard;
-        let Some(removed) = state.table.remove(local, seq) else {
+        let Some(removed) = state.table.remove(local, check) else {
             return SettleEffect::default();
         };
         let counters = &mut state.counters;
@@ -445,6 +449,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         // tasks hold it only for the accounting.
         drop(guard);
         drop(removed.handle);
+        drop(removed.released);
         SettleEffect {
             found: true,
             idle,
@@ -464,7 +469,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             .phase
             .compare_exchange(OPEN, CLOSING, Ordering::SeqCst, Ordering::SeqCst);
         for shard in &mut shards {
-            shard.table.stop_compacting();
+            shard.table.seal();
         }
         drop(shards);
         children.links.values().filter_map(Weak::upgrade).collect()
@@ -543,7 +548,7 @@ mod tests {
             .expect("open");
         gate.seal();
         assert_eq!(gate.abort_matching(true, |_| true), 1);
-        gate.settle(slot, seq, TaskResult::Completed);
+        gate.settle(slot, seq_check(seq), TaskResult::Completed);
         let counters = gate.snapshot(0).counters;
         assert_eq!(counters.completed, 1);
         assert_eq!(counters.deadline_aborted_settled, 0);
@@ -590,7 +595,7 @@ mod tests {
         assert_eq!(gate.snapshot(usize::MAX).listed.len(), total);
         assert_eq!(gate.abort_matching(false, |_| true), total);
         for (seq, slot) in keys {
-            assert!(gate.settle(slot, seq, TaskResult::Aborted).found);
+            assert!(gate.settle(slot, seq_check(seq), TaskResult::Aborted).found);
         }
         assert_eq!(gate.len(), 0);
         assert_eq!(gate.snapshot(0).counters.aborted, total as u64);

@@ -13,7 +13,7 @@ use crate::task_group::completion::{
     Plain, Settle, Settlement, Tracked, TrackedFuture, UntilCancelled,
 };
 use crate::task_group::identity::{TaskId, TaskKind, TaskName};
-use crate::task_group::registry::OperationTag;
+use crate::task_group::registry::{seq_check, OperationTag};
 use crate::task_group::{refusal_error, TaskGroup};
 use crate::ShutdownDeadline;
 
@@ -124,7 +124,7 @@ impl TaskGroup {
         let settlement = settle(Settlement {
             group: Arc::clone(inner),
             slot,
-            seq,
+            check: seq_check(seq),
         });
         let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
         inner.gate.install(slot, seq, join.abort_handle());

@@ -9,7 +9,7 @@ use loom::thread;
 use tokio::time::Instant;
 
 use crate::task_group::identity::{TaskKind, TaskName, TaskResult};
-use crate::task_group::registry::AbortTarget;
+use crate::task_group::registry::{seq_check, AbortTarget};
 use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN, SHARDS};
 
 /// Records abort calls instead of aborting a Tokio task.
@@ -73,7 +73,7 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
                     aborts.load(Ordering::SeqCst) >= 1,
                     "abort honoured at install"
                 );
-                let effect = gate.settle(slot, seq, TaskResult::Aborted);
+                let effect = gate.settle(slot, seq_check(seq), TaskResult::Aborted);
                 assert!(effect.found && effect.idle);
                 {
                     let inner = gate.snapshot(0);
@@ -115,7 +115,7 @@ fn loom_abort_racing_handle_installation_is_honoured() {
         assert!(aborts.load(Ordering::SeqCst) >= 1);
         // Settlement counts one abort however many times abort was called.
         assert!(gate.abort(slot, seq));
-        let effect = gate.settle(slot, seq, TaskResult::Aborted);
+        let effect = gate.settle(slot, seq_check(seq), TaskResult::Aborted);
         assert!(effect.found);
         assert!(!gate.abort(slot, seq));
         {
@@ -138,8 +138,8 @@ fn loom_panic_poisons_only_an_open_group_once() {
         let settler = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
-                let a = gate.settle(first.1, first.0, TaskResult::Panicked);
-                let b = gate.settle(second.1, second.0, TaskResult::Panicked);
+                let a = gate.settle(first.1, seq_check(first.0), TaskResult::Panicked);
+                let b = gate.settle(second.1, seq_check(second.0), TaskResult::Panicked);
                 u8::from(a.poisoned_now) + u8::from(b.poisoned_now)
             })
         };
@@ -161,7 +161,10 @@ fn loom_no_poisoning_after_the_seal() {
         let (seq, slot) = register(&gate).expect("open gate");
         let settler = {
             let gate = Arc::clone(&gate);
-            thread::spawn(move || gate.settle(slot, seq, TaskResult::Panicked).poisoned_now)
+            thread::spawn(move || {
+                gate.settle(slot, seq_check(seq), TaskResult::Panicked)
+                    .poisoned_now
+            })
         };
         gate.seal();
         let poisoned_when_sealed = gate.is_poisoned();
@@ -187,7 +190,7 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
         let mut last = None;
         for _ in 0..SHARDS {
             if let Some((seq, slot)) = last.replace(register(&gate).expect("open")) {
-                gate.settle(slot, seq, TaskResult::Completed);
+                gate.settle(slot, seq_check(seq), TaskResult::Completed);
             }
         }
         let (seq, slot) = last.expect("a task in the last shard");
@@ -197,14 +200,14 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
                 let child = register(&gate).expect("open");
-                gate.settle(slot, seq, TaskResult::Completed);
+                gate.settle(slot, seq_check(seq), TaskResult::Completed);
                 child
             })
         };
         assert!(gate.len() >= 1, "the group is never empty");
         let (child_seq, child_slot) = spawner.join().expect("spawner");
         assert_eq!(gate.len(), 1);
-        gate.settle(child_slot, child_seq, TaskResult::Completed);
+        gate.settle(child_slot, seq_check(child_seq), TaskResult::Completed);
         assert_eq!(gate.len(), 0);
     });
 }

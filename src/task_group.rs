@@ -189,9 +189,6 @@ impl GroupInner {
     /// Settlement step 2 and 3: account under the gate, then publish.
     pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskResult) {
         let effect = self.gate.settle(slot, check, result);
-        if !effect.found {
-            return;
-        }
         if effect.poisoned_now {
             self.tree.poisoned_groups.fetch_add(1, Ordering::Relaxed);
             tracing::error!(

@@ -132,10 +132,17 @@ pub(crate) struct Removed<H> {
     pub(crate) released: Released<H>,
 }
 
+impl<H> Removed<H> {
+    /// Whether dropping this frees anything (a handle or chunks).
+    pub(crate) fn holds_something(&self) -> bool {
+        self.handle.is_some() || !self.released.0.is_empty()
+    }
+}
+
 /// Chunks a table gave back, dropped by whoever holds this after its lock
 /// is released (dropping a retained handle may free a task's memory).
 #[derive(Debug)]
-pub(crate) struct Released<H>(#[allow(dead_code)] Vec<Box<Chunk<H>>>);
+pub(crate) struct Released<H>(Vec<Box<Chunk<H>>>);
 
 /// The low 32 bits of a task's sequence, carried by its settlement ticket.
 ///
@@ -224,6 +231,11 @@ impl<H> TaskTable<H> {
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// True when an insertion would find no slot.
+    pub(crate) fn is_full(&self) -> bool {
+        self.free_head == NO_FREE && self.high_water >= MAX_SLOTS
     }
 
     /// Slots handed out since the table was last empty (an index bound).

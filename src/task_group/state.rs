@@ -16,29 +16,49 @@
 //! lock and one set of cache lines, while threads submitting into one shared
 //! group spread over the shards instead of queueing on one lock.
 //!
-//! Admission is still serialized with shutdown: a registration (and a
-//! settlement deciding poisoning) reads the phase while holding its shard's
-//! lock, and [`Gate::seal`] stores `CLOSING` while holding every shard lock
-//! and the child-link lock. A registration that saw `OPEN` therefore finished
-//! before the seal, and every later walk of the tables (aborts, reports) sees
-//! it; a registration after that sees `CLOSING`. A submission racing a shutdown is
-//! either registered and then waited for, or rejected: never lost.
+//! Each shard has two sides on separate cache lines. The *registration
+//! side* (table lock, task table, counters) is taken by submissions,
+//! aborts, walks and reports. The *settlement side* (settle lock, a list of
+//! pending settlements, the settled count) is all a settling task touches:
+//! it appends its result and publishes the count, and whoever next takes
+//! the table lock (a report, an abort, a walk, `contains`, or a settler
+//! whose batch of [`APPLY_BATCH`] filled or whose shard went idle) applies
+//! the pending settlements to the table first. So the thread that submits
+//! and the worker that completes a task no longer trade one lock's cache
+//! lines per task, and nothing reads the table without applying first: a
+//! pending settlement is invisible except through the settled count, which
+//! is published only after the task's future is destroyed.
 //!
-//! The Tokio handoff happens after the shard lock is released; an abort
+//! Admission is still serialized with shutdown: a registration reads the
+//! phase while holding its table lock, a settlement deciding poisoning
+//! reads it under its settle lock, and [`Gate::seal`] stores `CLOSING`
+//! while holding every table lock, every settle lock and the child-link
+//! lock. A registration that saw `OPEN` therefore finished before the seal,
+//! and every later walk of the tables (aborts, reports) sees it; a
+//! registration after that sees `CLOSING`. A submission racing a shutdown
+//! is either registered and then waited for, or rejected: never lost.
+//!
+//! Lock order: the child-link lock, then table locks in shard order, then
+//! settle locks in shard order; a settler holds only its settle lock and
+//! releases it before applying (table lock, then settle lock).
+//!
+//! The Tokio handoff happens after the table lock is released; an abort
 //! requested before the abort handle is installed is recorded in the record
 //! and honoured by [`Gate::install`]. Abort handles are used outside the
-//! locks: aborting wakes a task whose settlement needs its shard lock.
+//! locks: aborting wakes a task whose settlement needs its settle lock.
 
 use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
+#[cfg(loom)]
+use crate::loom::AtomicUsize;
+use crate::loom::{AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
 #[cfg(test)]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{
-    AbortTarget, OperationTag, SeqCheck, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
+    AbortTarget, OperationTag, Removed, SeqCheck, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
 };
 
 pub(crate) const OPEN: u8 = 0;
@@ -84,6 +104,9 @@ fn home_shard() -> usize {
 /// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
 
+/// Pending settlements after which the settler applies them itself.
+pub(crate) const APPLY_BATCH: usize = 64;
+
 /// Why the gate refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -120,21 +143,54 @@ impl SettleCounters {
 /// What a settlement changed, acted on after the lock is released.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SettleEffect {
-    pub(crate) found: bool,
     pub(crate) idle: bool,
     pub(crate) poisoned_now: bool,
 }
 
-/// One shard: a task table and its counters, with its live count beside the
-/// lock (one cache line: a registration and a settlement move only this
-/// shard's line between cores, no group-wide counter).
+/// A settlement published but not yet applied to the table.
+#[derive(Debug, Clone, Copy)]
+struct PendingSettle {
+    local: u32,
+    check: SeqCheck,
+    result: TaskResult,
+}
+
+/// One shard: a registration side and a settlement side, each on its own
+/// cache line(s) (see the module docs).
 #[derive(Debug)]
-#[repr(align(64))]
+#[repr(C)]
 struct Shard<H> {
-    /// Registered tasks of this shard, changed under the lock and read
-    /// without it (idle detection, `len`).
-    live: AtomicUsize,
+    reg: RegSide<H>,
+    settle: SettleSide,
+}
+
+/// What submissions touch: the registered count beside the table lock.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct RegSide<H> {
+    /// Tasks ever registered in this shard; changed under the table lock
+    /// and read without it (idle detection, `len`).
+    registered: AtomicU64,
     state: Mutex<ShardState<H>>,
+}
+
+/// What settlements touch: the settled count beside the settle lock.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct SettleSide {
+    /// Tasks of this shard ever settled; changed under the settle lock and
+    /// read without it. `registered - settled` is the shard's live count.
+    settled: AtomicU64,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    entries: Vec<PendingSettle>,
+    /// A registered count read earlier (a lower bound): while `settled`
+    /// stays below it the shard is busy, without reading the registration
+    /// side's line.
+    known_registered: u64,
 }
 
 #[derive(Debug)]
@@ -145,6 +201,77 @@ struct ShardState<H> {
     next_local: u64,
     table: TaskTable<H>,
     counters: SettleCounters,
+}
+
+impl<H> Shard<H> {
+    /// Tasks registered and not settled.
+    fn live(&self) -> u64 {
+        // Settled first: every settled task was registered before, so the
+        // difference never underflows and is zero only if every task
+        // registered when `registered` is read has settled.
+        let settled = self.settle.settled.load(Ordering::SeqCst);
+        self.reg.registered.load(Ordering::SeqCst) - settled
+    }
+}
+
+/// Handles and chunks an application freed: dropped after the locks are
+/// released (a dropped handle may free a task's memory).
+type Graveyard<H> = Vec<Removed<H>>;
+
+impl<H> ShardState<H> {
+    /// Applies the settlements pending on `side` (the caller holds this
+    /// table's lock): removes each record and counts its result. The settle
+    /// lock is held only to copy out a batch at a time, so settlers are not
+    /// held up by the removals.
+    fn apply_pending(&mut self, side: &SettleSide, graveyard: &mut Graveyard<H>) {
+        let mut batch = [PendingSettle {
+            local: 0,
+            check: 0,
+            result: TaskResult::Completed,
+        }; APPLY_BATCH];
+        loop {
+            let taken = {
+                let mut pending = side.pending.lock();
+                let count = pending.entries.len().min(APPLY_BATCH);
+                let rest = pending.entries.len() - count;
+                batch[..count].copy_from_slice(&pending.entries[rest..]);
+                pending.entries.truncate(rest);
+                count
+            };
+            if taken == 0 {
+                return;
+            }
+            for entry in &batch[..taken] {
+                self.apply(*entry, graveyard);
+            }
+        }
+    }
+
+    /// Removes one settled task's record and counts its result.
+    fn apply(&mut self, settled: PendingSettle, graveyard: &mut Graveyard<H>) {
+        let Some(removed) = self.table.remove(settled.local, settled.check) else {
+            debug_assert!(false, "a pending settlement's record is missing");
+            return;
+        };
+        let counters = &mut self.counters;
+        match settled.result {
+            TaskResult::Completed => counters.completed += 1,
+            TaskResult::Cancelled => counters.cancelled += 1,
+            TaskResult::Aborted => counters.aborted += 1,
+            TaskResult::Panicked => counters.panicked += 1,
+        }
+        if removed.abort_requested {
+            counters.live_abort_requested -= 1;
+        }
+        // A deadline abort counts as a timeout only if it ended the task: a
+        // task that completed while the abort raced it is just completed.
+        if removed.deadline_aborted && settled.result != TaskResult::Completed {
+            counters.deadline_aborted_settled += 1;
+        }
+        if removed.holds_something() {
+            graveyard.push(removed);
+        }
+    }
 }
 
 /// A listed live task, copied out of a shard for a report.
@@ -215,12 +342,18 @@ impl<H: AbortTarget, C> Gate<H, C> {
             phase: AtomicU8::new(phase),
             poisoned: AtomicBool::new(false),
             shards: std::array::from_fn(|_| Shard {
-                live: AtomicUsize::new(0),
-                state: Mutex::new(ShardState {
-                    next_local: 0,
-                    table: TaskTable::new(),
-                    counters: SettleCounters::default(),
-                }),
+                reg: RegSide {
+                    registered: AtomicU64::new(0),
+                    state: Mutex::new(ShardState {
+                        next_local: 0,
+                        table: TaskTable::new(),
+                        counters: SettleCounters::default(),
+                    }),
+                },
+                settle: SettleSide {
+                    settled: AtomicU64::new(0),
+                    pending: Mutex::new(Pending::default()),
+                },
             }),
             #[cfg(loom)]
             next_home: AtomicUsize::new(0),
@@ -263,22 +396,28 @@ impl<H: AbortTarget, C> Gate<H, C> {
         #[cfg(loom)]
         let shard = self.next_home.fetch_add(1, Ordering::Relaxed) % SHARDS;
         let home = &self.shards[shard];
-        let mut state = home.state.lock();
+        let mut state = home.reg.state.lock();
         self.admission()?;
         let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
+        let mut graveyard = Graveyard::new();
+        if state.table.is_full() {
+            // Pending settlements may free room.
+            state.apply_pending(&home.settle, &mut graveyard);
+        }
         let (local, retained) = state
             .table
             .insert(seq, name, kind, started, operation)
             .ok_or(Refusal::Full)?;
         state.next_local += 1;
-        // Only holders of this shard's lock change its count, so a plain
-        // store suffices here (no read-modify-write); the settlement's
-        // decrement stays SeqCst for the cross-shard idle handshake, and
-        // nothing waits for a count to rise.
-        home.live
-            .store(home.live.load(Ordering::Relaxed) + 1, Ordering::Release);
+        // Only holders of this table lock change the count: a plain store
+        // suffices (no read-modify-write).
+        home.reg.registered.store(
+            home.reg.registered.load(Ordering::Relaxed) + 1,
+            Ordering::SeqCst,
+        );
         drop(state);
         drop(retained);
+        drop(graveyard);
         Ok((seq, pack(local, shard)))
     }
 
@@ -300,10 +439,12 @@ impl<H: AbortTarget, C> Gate<H, C> {
     }
 
     /// Installs the abort handle of a registered task, honouring an abort
-    /// requested in between. A task that already settled drops the handle.
+    /// requested in between. A task whose settlement was already applied
+    /// drops the handle; one whose settlement is pending keeps it in its
+    /// record until the settlement is applied.
     pub(crate) fn install(&self, slot: u32, seq: u64, handle: H) {
         let (local, shard) = unpack(slot);
-        let mut state = self.shards[shard].state.lock();
+        let mut state = self.shards[shard].reg.state.lock();
         match state.table.get_mut(local, seq) {
             Some(record) if !record.abort_requested() => record.handle = Some(handle),
             Some(_) => {
@@ -314,16 +455,37 @@ impl<H: AbortTarget, C> Gate<H, C> {
         }
     }
 
+    /// Runs `f` on `shard`'s table under its table lock, after applying the
+    /// settlements published before the call. A settlement published while
+    /// `f` runs stays pending: like a task that is settling (its future
+    /// destroyed) but not yet counted, `f` still sees its record. Freed
+    /// handles and chunks are dropped after the lock is released.
+    fn with_applied<R>(&self, shard: &Shard<H>, f: impl FnOnce(&mut ShardState<H>) -> R) -> R {
+        let mut graveyard = Graveyard::new();
+        let mut state = shard.reg.state.lock();
+        state.apply_pending(&shard.settle, &mut graveyard);
+        let result = f(&mut state);
+        drop(state);
+        drop(graveyard);
+        result
+    }
+
+    /// Applies `shard`'s pending settlements (a full batch, or a shard that
+    /// went idle and may trim its table).
+    fn apply_pending(&self, shard: &Shard<H>) {
+        self.with_applied(shard, |_| ());
+    }
+
     /// Requests an abort; true iff the task is still registered.
     pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
         let (local, shard) = unpack(slot);
-        let mut guard = self.shards[shard].state.lock();
-        let state = &mut *guard;
-        let Some(record) = state.table.get_mut(local, seq) else {
+        let handle = self.with_applied(&self.shards[shard], |state| {
+            let record = state.table.get_mut(local, seq)?;
+            Some(request_abort(record, &mut state.counters, false).1)
+        });
+        let Some(handle) = handle else {
             return false;
         };
-        let (_, handle) = request_abort(record, &mut state.counters, false);
-        drop(guard);
         if let Some(handle) = handle {
             handle.abort();
         }
@@ -335,9 +497,10 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// how many tasks were newly aborted.
     ///
     /// Each shard is walked in batches, and the handles are used after the
-    /// lock is released, so aborted tasks settle concurrently. Every task
-    /// registered when the call starts is aborted; on a sealed gate (the
-    /// shutdown paths) that is every task.
+    /// locks are released, so aborted tasks settle concurrently. Every task
+    /// registered when the call starts and not settled when its batch is
+    /// walked is aborted; on a sealed gate (the shutdown paths) that is
+    /// every task.
     pub(crate) fn abort_matching(
         &self,
         by_deadline: bool,
@@ -351,30 +514,29 @@ impl<H: AbortTarget, C> Gate<H, C> {
             // before the walk first locked it are the ones to abort.
             let mut last_seq = None;
             loop {
-                let mut guard = shard.state.lock();
-                let state = &mut *guard;
-                let last_seq = *last_seq.get_or_insert(state.next_local * SHARDS as u64 + 1);
-                let end = state
-                    .table
-                    .high_water()
-                    .min(next.saturating_add(ABORT_BATCH));
-                for (record, info) in state.table.records_mut(next..end) {
-                    if record.seq() < last_seq && filter(info) {
-                        let (first, handle) =
-                            request_abort(record, &mut state.counters, by_deadline);
-                        newly += usize::from(first);
-                        handles.extend(handle);
+                let done = self.with_applied(shard, |state| {
+                    let last_seq = *last_seq.get_or_insert(state.next_local * SHARDS as u64 + 1);
+                    let end = state
+                        .table
+                        .high_water()
+                        .min(next.saturating_add(ABORT_BATCH));
+                    for (record, info) in state.table.records_mut(next..end) {
+                        if record.seq() < last_seq && filter(info) {
+                            let (first, handle) =
+                                request_abort(record, &mut state.counters, by_deadline);
+                            newly += usize::from(first);
+                            handles.extend(handle);
+                        }
                     }
-                }
-                let done = end >= state.table.high_water();
-                drop(guard);
+                    next = end;
+                    end >= state.table.high_water()
+                });
                 for handle in handles.drain(..) {
                     handle.abort();
                 }
                 if done {
                     break;
                 }
-                next = end;
             }
         }
         newly
@@ -382,7 +544,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
 
     pub(crate) fn contains(&self, slot: u32, seq: u64) -> bool {
         let (local, shard) = unpack(slot);
-        self.shards[shard].state.lock().table.contains(local, seq)
+        self.with_applied(&self.shards[shard], |state| {
+            state.table.contains(local, seq)
+        })
     }
 
     /// Registered tasks at one moment.
@@ -390,88 +554,91 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// While the gate is open, a task on one shard may register another on
     /// a shard already read and then settle, so a lock-free sum could read
     /// zero for a group that was never empty: the count is then taken under
-    /// every shard lock (in index order, as the seal takes them). Once
+    /// every table lock (in index order, as the seal takes them), which
+    /// stops registrations while settlements only lower the counts. Once
     /// sealed the counts only fall, and the lock-free sum is zero exactly
     /// when the group is empty (the shutdown waits poll it without locks).
     pub(crate) fn len(&self) -> usize {
         if self.phase() == OPEN {
-            let _held = self.shards.each_ref().map(|shard| shard.state.lock());
+            let _held = self.shards.each_ref().map(|shard| shard.reg.state.lock());
             return self.live_sum();
         }
         self.live_sum()
     }
 
     fn live_sum(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.live.load(Ordering::SeqCst))
-            .sum()
+        self.shards.iter().map(|shard| shard.live() as usize).sum()
     }
 
-    /// Removes a settled task and accounts its result (the future is already
-    /// destroyed). Poisons the group if it panicked while open.
+    /// Publishes a settled task (the future is already destroyed): appends
+    /// its result to the shard's pending settlements and raises the settled
+    /// count. Poisons the group if it panicked while open. Applies the
+    /// pending settlements when a batch filled or the shard went idle.
     pub(crate) fn settle(&self, slot: u32, check: SeqCheck, result: TaskResult) -> SettleEffect {
         let (local, shard) = unpack(slot);
         let home = &self.shards[shard];
-        let mut guard = home.state.lock();
-        let state = &mut *guard;
-        let Some(removed) = state.table.remove(local, check) else {
-            return SettleEffect::default();
-        };
-        let counters = &mut state.counters;
-        match result {
-            TaskResult::Completed => counters.completed += 1,
-            TaskResult::Cancelled => counters.cancelled += 1,
-            TaskResult::Aborted => counters.aborted += 1,
-            TaskResult::Panicked => counters.panicked += 1,
-        }
-        if removed.abort_requested {
-            counters.live_abort_requested -= 1;
-        }
-        // A deadline abort counts as a timeout only if it ended the task: a
-        // task that completed while the abort raced it is just completed.
-        if removed.deadline_aborted && result != TaskResult::Completed {
-            counters.deadline_aborted_settled += 1;
-        }
+        let mut pending = home.settle.pending.lock();
+        pending.entries.push(PendingSettle {
+            local,
+            check,
+            result,
+        });
         let poisoned_now = result == TaskResult::Panicked
             && self.phase.load(Ordering::Acquire) == OPEN
             && !self.poisoned.swap(true, Ordering::AcqRel);
-        // Counted before the live count drops: whoever sees the group idle
-        // sees every settled counter. Every count is SeqCst: of two last
-        // settlements in different shards, at least one reads the other's
-        // count after it fell, so the group's idleness is always reported.
-        let idle = home.live.fetch_sub(1, Ordering::SeqCst) == 1
+        // Only holders of this settle lock change the count. SeqCst: of two
+        // last settlements in different shards, at least one reads the
+        // other's count after it rose, so the group's idleness is always
+        // reported.
+        let settled = home.settle.settled.load(Ordering::Relaxed) + 1;
+        home.settle.settled.store(settled, Ordering::SeqCst);
+        crate::loom::seq_cst_handshake();
+        let mut shard_idle = false;
+        if settled >= pending.known_registered {
+            let registered = home.reg.registered.load(Ordering::SeqCst);
+            pending.known_registered = registered;
+            shard_idle = registered == settled;
+        }
+        let batch_full = pending.entries.len() >= APPLY_BATCH;
+        drop(pending);
+        let idle = shard_idle
             && self
                 .shards
                 .iter()
-                .all(|shard| shard.live.load(Ordering::SeqCst) == 0);
-        // The abort handle is dropped after the lock is released: completing
-        // tasks hold it only for the accounting.
-        drop(guard);
-        drop(removed.handle);
-        drop(removed.released);
-        SettleEffect {
-            found: true,
-            idle,
-            poisoned_now,
+                .enumerate()
+                .all(|(index, other)| index == shard || other.live() == 0);
+        if batch_full || shard_idle {
+            self.apply_pending(home);
         }
+        SettleEffect { idle, poisoned_now }
     }
 
     /// Seals admission (`OPEN -> CLOSING`), waits out registrations that saw
     /// `OPEN`, and returns the live children.
     pub(crate) fn seal(&self) -> Vec<crate::loom::Arc<C>> {
         let children = self.children.lock();
-        // Every shard lock is held while the phase changes: a registration
-        // or a settlement (which decides poisoning) reads the phase under its
-        // shard lock, so it is wholly before or wholly after the seal.
-        let mut shards: Vec<_> = self.shards.iter().map(|shard| shard.state.lock()).collect();
+        // Every table and settle lock is held while the phase changes: a
+        // registration reads the phase under its table lock and a
+        // settlement (which decides poisoning) under its settle lock, so
+        // each is wholly before or wholly after the seal.
+        let mut tables: Vec<_> = self
+            .shards
+            .iter()
+            .map(|shard| shard.reg.state.lock())
+            .collect();
+        let settles: Vec<_> = self
+            .shards
+            .iter()
+            .map(|shard| shard.settle.pending.lock())
+            .collect();
         let _ = self
             .phase
             .compare_exchange(OPEN, CLOSING, Ordering::SeqCst, Ordering::SeqCst);
-        for shard in &mut shards {
-            shard.table.seal();
+        for table in &mut tables {
+            table.table.seal();
         }
-        drop(shards);
+        drop(settles);
+        drop(tables);
         children.links.values().filter_map(Weak::upgrade).collect()
     }
 
@@ -503,24 +670,26 @@ impl<H: AbortTarget, C> Gate<H, C> {
     }
 
     /// Sums the counters and lists up to `limit` live tasks, each shard read
-    /// under its lock (counters and records of one shard are consistent).
+    /// under its locks with its pending settlements applied (counters and
+    /// records of one shard are consistent).
     pub(crate) fn snapshot(&self, limit: usize) -> GateSnapshot {
         let mut snapshot = GateSnapshot::default();
         for (index, shard) in self.shards.iter().enumerate() {
-            let state = shard.state.lock();
-            snapshot.counters.add(&state.counters);
-            snapshot.live += state.table.len() as u64;
-            let room = limit.saturating_sub(snapshot.listed.len());
-            let listed = state.table.iter().take(room);
-            snapshot
-                .listed
-                .extend(listed.map(|(local, record, info)| ListedTask {
-                    seq: record.seq(),
-                    slot: pack(local, index),
-                    name: info.name.clone(),
-                    kind: info.kind,
-                    started: info.started,
-                }));
+            self.with_applied(shard, |state| {
+                snapshot.counters.add(&state.counters);
+                snapshot.live += state.table.len() as u64;
+                let room = limit.saturating_sub(snapshot.listed.len());
+                let listed = state.table.iter().take(room);
+                snapshot
+                    .listed
+                    .extend(listed.map(|(local, record, info)| ListedTask {
+                        seq: record.seq(),
+                        slot: pack(local, index),
+                        name: info.name.clone(),
+                        kind: info.kind,
+                        started: info.started,
+                    }));
+            });
         }
         snapshot
     }
@@ -595,7 +764,8 @@ mod tests {
         assert_eq!(gate.snapshot(usize::MAX).listed.len(), total);
         assert_eq!(gate.abort_matching(false, |_| true), total);
         for (seq, slot) in keys {
-            assert!(gate.settle(slot, seq_check(seq), TaskResult::Aborted).found);
+            gate.settle(slot, seq_check(seq), TaskResult::Aborted);
+            assert!(!gate.contains(slot, seq));
         }
         assert_eq!(gate.len(), 0);
         assert_eq!(gate.snapshot(0).counters.aborted, total as u64);

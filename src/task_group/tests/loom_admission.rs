@@ -74,7 +74,8 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
                     "abort honoured at install"
                 );
                 let effect = gate.settle(slot, seq_check(seq), TaskResult::Aborted);
-                assert!(effect.found && effect.idle);
+                assert!(effect.idle);
+                assert!(!gate.contains(slot, seq));
                 {
                     let inner = gate.snapshot(0);
                     assert_eq!(inner.counters.aborted, 1);
@@ -115,8 +116,7 @@ fn loom_abort_racing_handle_installation_is_honoured() {
         assert!(aborts.load(Ordering::SeqCst) >= 1);
         // Settlement counts one abort however many times abort was called.
         assert!(gate.abort(slot, seq));
-        let effect = gate.settle(slot, seq_check(seq), TaskResult::Aborted);
-        assert!(effect.found);
+        gate.settle(slot, seq_check(seq), TaskResult::Aborted);
         assert!(!gate.abort(slot, seq));
         {
             let inner = gate.snapshot(0);
@@ -209,5 +209,72 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
         assert_eq!(gate.len(), 1);
         gate.settle(child_slot, seq_check(child_seq), TaskResult::Completed);
         assert_eq!(gate.len(), 0);
+    });
+}
+
+/// The last two tasks of a sealed group, in different shards, settle at
+/// once: each publishes its settled count and then reads the other shard,
+/// so at least one of them reports the group idle; both results are
+/// counted once when a report applies the pending settlements.
+#[test]
+fn loom_last_settlements_in_two_shards_report_the_group_idle() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let first = register(&gate).expect("open gate");
+        let second = register(&gate).expect("open gate");
+        assert_ne!(first.1 % SHARDS as u32, second.1 % SHARDS as u32);
+        gate.seal();
+        let settler = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                gate.settle(first.1, seq_check(first.0), TaskResult::Completed)
+                    .idle
+            })
+        };
+        let here = gate
+            .settle(second.1, seq_check(second.0), TaskResult::Completed)
+            .idle;
+        let there = settler.join().expect("settler thread");
+        assert!(here || there, "the group's idleness was reported");
+        assert_eq!(gate.len(), 0);
+        let snapshot = gate.snapshot(8);
+        assert_eq!(snapshot.counters.completed, 2);
+        assert_eq!(snapshot.live, 0);
+        assert!(snapshot.listed.is_empty());
+    });
+}
+
+/// A settlement racing a deadline walk and a report: the task is counted
+/// exactly once; a task that completed is never counted as timed out; the
+/// walk's abort request is balanced when the settlement is applied.
+#[test]
+fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let aborts = Arc::new(AtomicUsize::new(0));
+        let (seq, slot) = register(&gate).expect("open gate");
+        gate.install(slot, seq, RecordingHandle(Arc::clone(&aborts)));
+        gate.seal();
+        let settler = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                gate.settle(slot, seq_check(seq), TaskResult::Completed);
+            })
+        };
+        let newly = gate.abort_matching(true, |_| true);
+        let during = gate.snapshot(8);
+        assert_eq!(
+            during.counters.completed + during.live,
+            1,
+            "counted as settled or listed as live, never both or neither"
+        );
+        settler.join().expect("settler thread");
+        assert_eq!(newly, aborts.load(Ordering::SeqCst));
+        let after = gate.snapshot(8);
+        assert_eq!(after.counters.completed, 1);
+        assert_eq!(after.live, 0);
+        assert_eq!(after.counters.deadline_aborted_settled, 0);
+        assert_eq!(after.counters.live_abort_requested, 0);
+        assert!(!gate.contains(slot, seq));
     });
 }

@@ -9,7 +9,9 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
     pub(crate) use std::sync::{Arc, Weak};
 
     /// A mutex whose `lock` returns the guard directly (parking_lot semantics:
@@ -30,7 +32,9 @@ mod imp {
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
     // `Arc`/`Weak` stay std under loom: the models check the gate's locks and
     // atomics, and the group tree needs `Weak`, which loom's `Arc` lacks.
     pub(crate) use std::sync::{Arc, Weak};

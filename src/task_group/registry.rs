@@ -419,11 +419,12 @@ impl<H> TaskTable<H> {
     }
 
     /// Live records (hot part, mutable; cold part) whose slot index lies in
-    /// `range`.
+    /// `range`. Occupancy is read from the hot part: the cold part is only
+    /// touched if the caller reads it.
     pub(crate) fn records_mut(
         &mut self,
         range: std::ops::Range<u32>,
-    ) -> impl Iterator<Item = (&mut TaskRecord<H>, &TaskInfo)> {
+    ) -> impl Iterator<Item = (&mut TaskRecord<H>, &Option<TaskInfo>)> {
         let start = range.start as usize;
         let len = range.end.saturating_sub(range.start) as usize;
         let first_chunk = start / CHUNK_SLOTS;
@@ -433,10 +434,7 @@ impl<H> TaskTable<H> {
             .flat_map(|chunk| chunk.hot.iter_mut().zip(chunk.cold.iter()))
             .skip(start - first_chunk * CHUNK_SLOTS)
             .take(len)
-            .filter_map(|(record, info)| match (record.next_free(), info) {
-                (None, Some(info)) => Some((record, info)),
-                _ => None,
-            })
+            .filter(|(record, _)| record.next_free().is_none())
     }
 }
 

@@ -133,7 +133,7 @@ impl GroupInner {
                 () = expiry => break,
             }
         }
-        self.gate.abort_matching(true, |_| true);
+        self.gate.abort_matching(true, None);
         for _ in 0..ABORT_CONFIRMATION_YIELDS {
             if self.gate.len() == 0 {
                 return;
@@ -354,7 +354,7 @@ impl TaskGroup {
         let sealed = close_subtree(root);
         for group in &sealed {
             if group.local.get().is_none() {
-                group.gate.abort_matching(false, |_| true);
+                group.gate.abort_matching(false, None);
             }
         }
         // Reverse pre-order: every child settles before its parent.

@@ -53,12 +53,12 @@ use tokio::time::Instant;
 
 #[cfg(loom)]
 use crate::loom::AtomicUsize;
-use crate::loom::{AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
+use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
 #[cfg(test)]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{
-    AbortTarget, OperationTag, Removed, SeqCheck, TaskInfo, TaskRecord, TaskTable, MAX_SLOTS,
+    AbortTarget, OperationTag, Removed, SeqCheck, TaskRecord, TaskTable, MAX_SLOTS,
 };
 
 pub(crate) const OPEN: u8 = 0;
@@ -413,7 +413,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         // suffices (no read-modify-write).
         home.reg.registered.store(
             home.reg.registered.load(Ordering::Relaxed) + 1,
-            Ordering::SeqCst,
+            Ordering::Release,
         );
         drop(state);
         drop(retained);
@@ -492,7 +492,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         true
     }
 
-    /// Aborts every registered task matching `filter`; with `by_deadline`
+    /// Aborts every registered task (of `operation`, if given); with `by_deadline`
     /// the tasks not already aborted are marked as deadline aborts. Returns
     /// how many tasks were newly aborted.
     ///
@@ -504,7 +504,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
     pub(crate) fn abort_matching(
         &self,
         by_deadline: bool,
-        mut filter: impl FnMut(&TaskInfo) -> bool,
+        operation: Option<OperationTag>,
     ) -> usize {
         let mut newly = 0;
         let mut handles = Vec::new();
@@ -521,7 +521,11 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         .high_water()
                         .min(next.saturating_add(ABORT_BATCH));
                     for (record, info) in state.table.records_mut(next..end) {
-                        if record.seq() < last_seq && filter(info) {
+                        let matches = operation.is_none()
+                            || info
+                                .as_ref()
+                                .is_some_and(|info| info.operation == operation);
+                        if record.seq() < last_seq && matches {
                             let (first, handle) =
                                 request_abort(record, &mut state.counters, by_deadline);
                             newly += usize::from(first);
@@ -586,15 +590,18 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let poisoned_now = result == TaskResult::Panicked
             && self.phase.load(Ordering::Acquire) == OPEN
             && !self.poisoned.swap(true, Ordering::AcqRel);
-        // Only holders of this settle lock change the count. SeqCst: of two
-        // last settlements in different shards, at least one reads the
-        // other's count after it rose, so the group's idleness is always
-        // reported.
+        // Only holders of this settle lock change the count.
         let settled = home.settle.settled.load(Ordering::Relaxed) + 1;
-        home.settle.settled.store(settled, Ordering::SeqCst);
-        crate::loom::seq_cst_handshake();
+        home.settle.settled.store(settled, Ordering::Release);
         let mut shard_idle = false;
         if settled >= pending.known_registered {
+            // The shard may be idle. The fence orders the count above before
+            // the reads below: of two last settlements in different shards,
+            // at least one reads the other's count after it rose, so the
+            // group's idleness is always reported (and an idle watcher
+            // registered before the last settlement is seen). A shard still
+            // below its known registrations is busy and needs neither.
+            fence(Ordering::SeqCst);
             let registered = home.reg.registered.load(Ordering::SeqCst);
             pending.known_registered = registered;
             shard_idle = registered == settled;
@@ -716,7 +723,7 @@ mod tests {
             .register(TaskName::from("t"), TaskKind::Worker, Instant::now(), None)
             .expect("open");
         gate.seal();
-        assert_eq!(gate.abort_matching(true, |_| true), 1);
+        assert_eq!(gate.abort_matching(true, None), 1);
         gate.settle(slot, seq_check(seq), TaskResult::Completed);
         let counters = gate.snapshot(0).counters;
         assert_eq!(counters.completed, 1);
@@ -762,7 +769,7 @@ mod tests {
         assert!(shards.len() > 1, "threads used more than one shard");
         assert!(keys.iter().all(|(seq, slot)| gate.contains(*slot, *seq)));
         assert_eq!(gate.snapshot(usize::MAX).listed.len(), total);
-        assert_eq!(gate.abort_matching(false, |_| true), total);
+        assert_eq!(gate.abort_matching(false, None), total);
         for (seq, slot) in keys {
             gate.settle(slot, seq_check(seq), TaskResult::Aborted);
             assert!(!gate.contains(slot, seq));

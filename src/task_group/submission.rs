@@ -303,9 +303,7 @@ impl TaskGroup {
 
     /// Requests an abort of every task of an operation (crate: waits).
     pub(crate) fn abort_operation_tasks(&self, operation: OperationTag) -> usize {
-        self.inner
-            .gate
-            .abort_matching(false, |info| info.operation == Some(operation))
+        self.inner.gate.abort_matching(false, Some(operation))
     }
 
     /// Requests an abort of one task of this group.

@@ -165,7 +165,7 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
         };
         gate.close();
         gate.start_aborting();
-        owner.abort_matching(false, |info| info.operation == Some(tag));
+        owner.abort_matching(false, Some(tag));
         let accepted = submitter.join().expect("submitter");
         let aborted = owner.snapshot(0).counters.live_abort_requested;
         assert_eq!(

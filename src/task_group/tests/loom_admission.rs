@@ -60,7 +60,7 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
         let children = gate.seal();
         assert!(children.is_empty());
         assert!(gate.phase() >= CLOSING);
-        let newly_aborted = gate.abort_matching(true, |_| true);
+        let newly_aborted = gate.abort_matching(true, None);
 
         match spawner.join().expect("spawner thread") {
             Some((seq, slot)) => {
@@ -261,7 +261,7 @@ fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
                 gate.settle(slot, seq_check(seq), TaskResult::Completed);
             })
         };
-        let newly = gate.abort_matching(true, |_| true);
+        let newly = gate.abort_matching(true, None);
         let during = gate.snapshot(8);
         assert_eq!(
             during.counters.completed + during.live,

@@ -52,10 +52,9 @@ pub(crate) const SEQ_MASK: u64 = OWNED_NAME - 1;
 pub(crate) struct TaskRecord<H> {
     /// `VACANT | next free`, or flags | sequence.
     state: u64,
-    /// Installed after the task is handed to Tokio (outside the gate);
-    /// taken (and used outside the gate) by the first abort request. A
-    /// vacant slot of an open table retains its last task's handle (see
-    /// the module docs).
+    /// Installed after the task is handed to Tokio (outside the gate) and
+    /// used in place by abort requests. A vacant slot of an open table
+    /// retains its last task's handle (see the module docs).
     pub(crate) handle: Option<H>,
 }
 

@@ -44,8 +44,10 @@
 //!
 //! The Tokio handoff happens after the table lock is released; an abort
 //! requested before the abort handle is installed is recorded in the record
-//! and honoured by [`Gate::install`]. Abort handles are used outside the
-//! locks: aborting wakes a task whose settlement needs its settle lock.
+//! and honoured by [`Gate::install`]. Aborts are requested under the table
+//! lock with the handle left in its record (aborting only schedules the
+//! task, whose settlement takes the settle lock); the handle is dropped
+//! when the settlement is applied.
 
 use std::collections::HashMap;
 
@@ -321,19 +323,27 @@ fn unpack(slot: u32) -> (u32, usize) {
     (slot / SHARDS as u32, (slot % SHARDS as u32) as usize)
 }
 
-/// Marks `record` aborted (once) and takes its abort handle, which the
-/// caller uses after releasing the lock. Returns whether this is the first
-/// request.
-fn request_abort<H>(
+/// Marks `record` aborted (once) and aborts its task if the handle is
+/// installed (else [`Gate::install`] will). Returns whether this is the
+/// first request.
+///
+/// Called under the table lock: aborting only schedules the task (Tokio
+/// never polls or drops a future inside `abort`), and the task's
+/// settlement takes its settle lock, not this one. The handle stays in the
+/// record until the settlement is applied.
+fn request_abort<H: AbortTarget>(
     record: &mut TaskRecord<H>,
     counters: &mut SettleCounters,
     by_deadline: bool,
-) -> (bool, Option<H>) {
+) -> bool {
     let newly = record.mark_abort(by_deadline);
     if newly {
         counters.live_abort_requested += 1;
     }
-    (newly, record.handle.take())
+    if let Some(handle) = &record.handle {
+        handle.abort();
+    }
+    newly
 }
 
 impl<H: AbortTarget, C> Gate<H, C> {
@@ -479,25 +489,24 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// Requests an abort; true iff the task is still registered.
     pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
         let (local, shard) = unpack(slot);
-        let handle = self.with_applied(&self.shards[shard], |state| {
-            let record = state.table.get_mut(local, seq)?;
-            Some(request_abort(record, &mut state.counters, false).1)
-        });
-        let Some(handle) = handle else {
-            return false;
-        };
-        if let Some(handle) = handle {
-            handle.abort();
-        }
-        true
+        self.with_applied(&self.shards[shard], |state| {
+            match state.table.get_mut(local, seq) {
+                Some(record) => {
+                    request_abort(record, &mut state.counters, false);
+                    true
+                }
+                None => false,
+            }
+        })
     }
 
     /// Aborts every registered task (of `operation`, if given); with `by_deadline`
     /// the tasks not already aborted are marked as deadline aborts. Returns
     /// how many tasks were newly aborted.
     ///
-    /// Each shard is walked in batches, and the handles are used after the
-    /// locks are released, so aborted tasks settle concurrently. Every task
+    /// Each shard is walked in batches of [`ABORT_BATCH`] records per lock
+    /// hold; aborted tasks settle concurrently (their settlements do not
+    /// need the table lock). Every task
     /// registered when the call starts and not settled when its batch is
     /// walked is aborted; on a sealed gate (the shutdown paths) that is
     /// every task.
@@ -507,7 +516,6 @@ impl<H: AbortTarget, C> Gate<H, C> {
         operation: Option<OperationTag>,
     ) -> usize {
         let mut newly = 0;
-        let mut handles = Vec::new();
         for shard in self.shards.iter() {
             let mut next: u32 = 0;
             // Sequences grow within a shard: the tasks this shard numbered
@@ -526,18 +534,16 @@ impl<H: AbortTarget, C> Gate<H, C> {
                                 .as_ref()
                                 .is_some_and(|info| info.operation == operation);
                         if record.seq() < last_seq && matches {
-                            let (first, handle) =
-                                request_abort(record, &mut state.counters, by_deadline);
-                            newly += usize::from(first);
-                            handles.extend(handle);
+                            newly += usize::from(request_abort(
+                                record,
+                                &mut state.counters,
+                                by_deadline,
+                            ));
                         }
                     }
                     next = end;
                     end >= state.table.high_water()
                 });
-                for handle in handles.drain(..) {
-                    handle.abort();
-                }
                 if done {
                     break;
                 }

@@ -9,8 +9,9 @@
 //! Every Tokio runtime (multi-thread, 2 workers) is built outside the timed
 //! regions. `operation_task` measures register, run, settle and wait of
 //! 10,000 trivial tasks; its target (≤ 1.5× raw spawn+join) is judged on the
-//! *paired* median: baseline and runtime path alternate on one runtime, the
-//! order flipping every round, and the median of per-round ratios is taken
+//! *paired* median: baseline and runtime path alternate, the order flipping
+//! every round, over four fresh runtimes (one runtime's thread placement
+//! does not decide the pass), and the median of per-round ratios is taken
 //! (machine drift hits both sides of a pair alike).
 //!
 //! `draining_submission` starts N threads (N = 1, 4, 8) behind a barrier;
@@ -46,7 +47,8 @@ use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
 use support::{
-    mean_ns, median, on_worker, paired_median, publish, quantile, run_criterion, runtime, target,
+    mean_ns, median, on_worker, paired_median_on_runtimes, publish, quantile, run_criterion,
+    runtime, target,
 };
 
 #[global_allocator]
@@ -147,14 +149,18 @@ fn bench_operation_task(c: &mut Criterion) {
 
 /// Median of per-round `tracked / raw` ratios, alternating the order.
 fn paired_operation_task(tracked: TaskPath) -> Value {
-    let rt = runtime();
-    let group = harness_group(&rt, "paired");
     let side = |path: TaskPath| {
-        let group = group.clone();
-        on_worker(&rt, async move { path.run(TASKS, group).await })
+        move |rt: &Runtime, group: &TaskGroup| {
+            let group = group.clone();
+            on_worker(rt, async move { path.run(TASKS, group).await })
+        }
     };
-    let (ratio, tracked_ns, raw_ns) =
-        paired_median(PAIRED_ROUNDS, || side(tracked), || side(TaskPath::Raw));
+    let (ratio, tracked_ns, raw_ns) = paired_median_on_runtimes(
+        PAIRED_ROUNDS,
+        |rt| harness_group(rt, "paired"),
+        side(tracked),
+        side(TaskPath::Raw),
+    );
     json!({
         "key": format!("{OPERATION_TASK}/{TASKS}: {} / {RAW_SPAWN}", tracked.function()),
         "median_ratio": ratio,

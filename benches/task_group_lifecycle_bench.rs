@@ -17,8 +17,10 @@
 //! On a shared 2-core machine, Criterion's functions run one after another and
 //! machine drift between them moves a ratio of two means by ±20 %. So after
 //! Criterion, a *paired* pass runs the baseline and the runtime path
-//! alternately on one runtime (the order flips every round) and takes the
-//! median of the per-round ratios: drift hits both sides of a pair alike. The
+//! alternately (the order flips every round) and takes the median of the
+//! per-round ratios: drift hits both sides of a pair alike. The rounds are
+//! spread over four fresh runtimes, so one runtime's thread placement does
+//! not decide the pass. The
 //! targets are judged on the paired medians; the Criterion means stay in the
 //! summary as absolute figures.
 //!
@@ -39,7 +41,9 @@ mod support;
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rocketmq_runtime::{RuntimeContext, TaskGroup, TaskKind};
 use serde_json::{json, Map};
-use support::{mean_ns, on_worker, run_criterion, runtime, write_measurements};
+use support::{
+    mean_ns, on_worker, paired_median_on_runtimes, run_criterion, runtime, write_measurements,
+};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -324,48 +328,25 @@ fn paired_rounds(n: usize) -> usize {
 /// Runs `tracked` and `baseline` alternately (order flipping each round) on
 /// one runtime and returns the median per-round ratio.
 fn paired(group: &str, n: usize, tracked: Case, baseline: Case) -> Paired {
-    let rt = runtime();
-    let root = root_group(&rt);
     let rounds = paired_rounds(n);
-    let ratios = on_worker(&rt, async move {
-        // Warm both paths once.
-        baseline.run(n, root.clone()).await;
-        tracked.run(n, root.clone()).await;
-        let mut ratios = Vec::with_capacity(rounds);
-        let mut sides = Vec::with_capacity(rounds);
-        for round in 0..rounds {
-            let (t, b) = if round % 2 == 0 {
-                let b = baseline.run(n, root.clone()).await;
-                (tracked.run(n, root.clone()).await, b)
-            } else {
-                let t = tracked.run(n, root.clone()).await;
-                (t, baseline.run(n, root.clone()).await)
-            };
-            ratios.push(t.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE));
-            sides.push((t, b));
+    let side = |case: Case| {
+        move |rt: &Runtime, root: &TaskGroup| {
+            let root = root.clone();
+            on_worker(rt, async move { case.run(n, root).await })
         }
-        (ratios, sides)
-    });
-    let (mut ratios, sides) = ratios;
-    ratios.sort_by(f64::total_cmp);
-    let median_ns = |pick: fn(&(Duration, Duration)) -> Duration| {
-        let mut values: Vec<f64> = sides
-            .iter()
-            .map(|side| pick(side).as_nanos() as f64)
-            .collect();
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
     };
+    let (median, tracked_ns, baseline_ns) =
+        paired_median_on_runtimes(rounds, root_group, side(tracked), side(baseline));
     Paired {
         key: format!(
             "{group}/{n}: {} / {}",
             tracked.function(),
             baseline.function()
         ),
-        median: ratios[ratios.len() / 2],
+        median,
         rounds,
-        tracked_ns: median_ns(|side| side.0),
-        baseline_ns: median_ns(|side| side.1),
+        tracked_ns,
+        baseline_ns,
     }
 }
 

@@ -123,6 +123,57 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
+/// Runtimes a [`paired_median_on_runtimes`] pass spreads its rounds over.
+pub const PAIRED_RUNTIMES: usize = 4;
+
+/// Untimed pairs each runtime of [`paired_median_on_runtimes`] runs first
+/// (a fresh process heap and a fresh group table settle in them).
+pub const PAIRED_WARM_UPS: usize = 3;
+
+/// [`paired_median`] with the rounds spread over [`PAIRED_RUNTIMES`] fresh
+/// benchmark runtimes (each built outside the timed region, with its own
+/// warm-up pairs and its own `setup`), so one runtime's thread placement on
+/// the 2-vCPU machine does not decide the whole pass. `tracked` and
+/// `baseline` each time one run on the runtime they are given.
+pub fn paired_median_on_runtimes<S>(
+    rounds: usize,
+    setup: impl Fn(&Runtime) -> S,
+    tracked: impl Fn(&Runtime, &S) -> Duration,
+    baseline: impl Fn(&Runtime, &S) -> Duration,
+) -> (f64, f64, f64) {
+    let mut ratios = Vec::with_capacity(rounds);
+    let mut tracked_ns = Vec::with_capacity(rounds);
+    let mut baseline_ns = Vec::with_capacity(rounds);
+    let per_runtime = rounds.div_ceil(PAIRED_RUNTIMES);
+    let mut round = 0;
+    while round < rounds {
+        let rt = runtime();
+        let state = setup(&rt);
+        for _ in 0..PAIRED_WARM_UPS {
+            tracked(&rt, &state);
+            baseline(&rt, &state);
+        }
+        for _ in 0..per_runtime.min(rounds - round) {
+            let (t, b) = if round % 2 == 0 {
+                let b = baseline(&rt, &state);
+                (tracked(&rt, &state), b)
+            } else {
+                let t = tracked(&rt, &state);
+                (t, baseline(&rt, &state))
+            };
+            ratios.push(t.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE));
+            tracked_ns.push(t.as_nanos() as f64);
+            baseline_ns.push(b.as_nanos() as f64);
+            round += 1;
+        }
+    }
+    (
+        median(&mut ratios),
+        median(&mut tracked_ns),
+        median(&mut baseline_ns),
+    )
+}
+
 /// Paired comparison: runs `tracked` and `baseline` alternately for
 /// `rounds` rounds (the order flips every round, after one warm-up of each)
 /// and returns the median per-round `tracked / baseline` ratio with the

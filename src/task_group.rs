@@ -9,7 +9,7 @@
 //!
 //! | State | File | Invariant |
 //! | --- | --- | --- |
-//! | admission phase, task table, child links | `task_group/state.rs` | registration and phase transitions share one lock: a task is registered before the seal or rejected |
+//! | admission phase, task table, pending settlements, child links | `task_group/state.rs` | a registration reads the phase under its table lock and the seal holds every lock: a task is registered before the seal or rejected; every reader applies pending settlements first |
 //! | task records | `task_group/registry.rs` | O(1) slab; a sequence number is never reused |
 //! | spawn paths | `task_group/submission.rs` | the Tokio handoff happens after the gate; an abort requested before the handle is installed is honoured |
 //! | settlement | `task_group/completion.rs` | destroy the future → account → publish |
@@ -186,7 +186,8 @@ impl GroupInner {
         }
     }
 
-    /// Settlement step 2 and 3: account under the gate, then publish.
+    /// Settlement steps 2 and 3: publish the result on the gate, then
+    /// notify.
     pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskResult) {
         let effect = self.gate.settle(slot, check, result);
         if effect.poisoned_now {

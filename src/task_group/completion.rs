@@ -4,7 +4,8 @@
 //! (return, panic, abort, runtime teardown), the same order holds:
 //!
 //! 1. the user future is destroyed (`Pin::set(None)`, panics caught);
-//! 2. the result is counted and the record removed, under the spawn gate;
+//! 2. the result is published on the spawn gate's settlement side (counted
+//!    and the record removed when applied, which every reader does first);
 //! 3. waiters (shutdown, `wait_task`) are notified.
 //!
 //! So a task whose destructor is still running is still registered, and a

@@ -441,10 +441,10 @@ impl<H> TaskTable<H> {
 mod tests {
     use super::*;
 
-    fn insert(table: &mut TaskTable<()>) -> (u64, u32) {
-        thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
-        let seq = NEXT.with(|next| next.replace(next.get() + 1));
-        let slot = table
+    /// Inserts a worker task `seq`; returns its slot and the handle the
+    /// slot retained.
+    fn insert_seq<H>(table: &mut TaskTable<H>, seq: u64) -> (u32, Option<H>) {
+        table
             .insert(
                 seq,
                 TaskName::from("t"),
@@ -453,8 +453,12 @@ mod tests {
                 None,
             )
             .expect("room")
-            .0;
-        (seq, slot)
+    }
+
+    fn insert(table: &mut TaskTable<()>) -> (u64, u32) {
+        thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
+        let seq = NEXT.with(|next| next.replace(next.get() + 1));
+        (seq, insert_seq(table, seq).0)
     }
 
     #[test]
@@ -582,65 +586,55 @@ mod tests {
         assert_eq!(table.high_water(), 0);
     }
 
+    type Cell = std::sync::Arc<()>;
+
+    /// Inserts task `seq` and installs a clone of `cell` as its handle;
+    /// returns the slot and the handle the slot retained.
+    fn insert_with_handle(
+        table: &mut TaskTable<Cell>,
+        seq: u64,
+        cell: &Cell,
+    ) -> (u32, Option<Cell>) {
+        let (slot, retained) = insert_seq(table, seq);
+        table.get_mut(slot, seq).expect("live").handle = Some(Cell::clone(cell));
+        (slot, retained)
+    }
+
     /// An open table keeps a settled task's handle until the slot is reused
-    /// (the caller drops it then); a sealed one hands it back at once; an
-    /// emptied table gives its retained handles back with its chunks.
+    /// (the caller drops it then); a sealed one hands it back at once.
     #[test]
     fn handles_are_retained_until_reuse_while_open() {
-        let cell = std::sync::Arc::new(());
-        let mut table: TaskTable<std::sync::Arc<()>> = TaskTable::new();
-        let register = |table: &mut TaskTable<std::sync::Arc<()>>, seq: u64| {
-            let (slot, retained) = table
-                .insert(
-                    seq,
-                    TaskName::from("t"),
-                    TaskKind::Worker,
-                    Instant::now(),
-                    None,
-                )
-                .expect("room");
-            table.get_mut(slot, seq).expect("live").handle = Some(std::sync::Arc::clone(&cell));
-            (slot, retained)
-        };
+        let cell = Cell::new(());
+        let mut table: TaskTable<Cell> = TaskTable::new();
+        let register =
+            |table: &mut TaskTable<Cell>, seq: u64| insert_with_handle(table, seq, &cell);
         let (pinned, _) = register(&mut table, 1);
         let (first, none) = register(&mut table, 2);
         assert!(none.is_none());
         let removed = table.remove(first, seq_check(2)).expect("live");
         assert!(removed.handle.is_none(), "an open table keeps the handle");
-        assert_eq!(std::sync::Arc::strong_count(&cell), 3);
+        assert_eq!(Cell::strong_count(&cell), 3);
         let (reused, retained) = register(&mut table, 3);
         assert_eq!(reused, first);
         assert!(retained.is_some(), "reuse hands the old handle back");
         drop(retained);
-        assert_eq!(std::sync::Arc::strong_count(&cell), 3);
+        assert_eq!(Cell::strong_count(&cell), 3);
         table.seal();
         let removed = table.remove(reused, seq_check(3)).expect("live");
         assert!(removed.handle.is_some(), "a sealed table hands it back");
         drop(removed);
-        assert_eq!(std::sync::Arc::strong_count(&cell), 2);
+        assert_eq!(Cell::strong_count(&cell), 2);
         let removed = table.remove(pinned, seq_check(1)).expect("live");
         drop(removed);
-        assert_eq!(std::sync::Arc::strong_count(&cell), 1, "nothing retained");
+        assert_eq!(Cell::strong_count(&cell), 1, "nothing retained");
     }
 
     #[test]
     fn an_emptied_open_table_gives_back_retained_handles_with_its_chunks() {
-        let cell = std::sync::Arc::new(());
-        let mut table: TaskTable<std::sync::Arc<()>> = TaskTable::new();
+        let cell = Cell::new(());
+        let mut table: TaskTable<Cell> = TaskTable::new();
         let keys: Vec<_> = (1..=CHUNK_SLOTS as u64 * 3)
-            .map(|seq| {
-                let (slot, _) = table
-                    .insert(
-                        seq,
-                        TaskName::from("t"),
-                        TaskKind::Worker,
-                        Instant::now(),
-                        None,
-                    )
-                    .expect("room");
-                table.get_mut(slot, seq).expect("live").handle = Some(std::sync::Arc::clone(&cell));
-                (seq, slot)
-            })
+            .map(|seq| (seq, insert_with_handle(&mut table, seq, &cell).0))
             .collect();
         let mut released = Vec::new();
         for (seq, slot) in keys {
@@ -648,13 +642,13 @@ mod tests {
         }
         assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
         assert_eq!(
-            std::sync::Arc::strong_count(&cell),
+            Cell::strong_count(&cell),
             1 + CHUNK_SLOTS * 3,
             "settlement dropped no handle"
         );
         drop(released);
         assert_eq!(
-            std::sync::Arc::strong_count(&cell),
+            Cell::strong_count(&cell),
             1 + CHUNK_SLOTS,
             "the given-back chunks carried their handles to the caller; the \
              retained chunk keeps its slots' handles until reuse"

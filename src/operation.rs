@@ -14,7 +14,8 @@
 //! | waits and their abort phase | [`wait`] |
 //!
 //! Settlement order of an operation task: the user future is destroyed, the
-//! owner removes the task's record and counts it, the operation counts the
+//! owner publishes the task's settlement (its record is removed and counted
+//! before any reader of the owner looks), the operation counts the
 //! outcome and calls the observer, and only then the active count drops (and
 //! idle waiters are woken). So an operation whose count reads zero has no
 //! task listed by its owner and every outcome published.

@@ -1,22 +1,26 @@
 //! The task table of one group: an O(1) slab of task records.
 //!
-//! A record is inserted under the group's spawn gate and removed by the task's
-//! own settlement. The table grows in fixed chunks that never move (growing
-//! never copies live records). A record is split into a 16-byte hot part
-//! (sequence, flags, abort handle) that every spawn, abort and settlement
-//! touches, and a cold part (name, kind, start time) that only registration
-//! and reports touch. Slots are reused; the per-group sequence number (never
-//! reused) is stored in the record, so a stale [`TaskId`](crate::TaskId) never
-//! matches a newer task in the same slot.
+//! A record is inserted under the group's spawn gate and removed when the
+//! task's own settlement is applied (see `state.rs`: a settlement is
+//! published first and applied before any reader looks). The table grows in
+//! fixed chunks that never move (growing never copies live records). A
+//! record is split into a 16-byte hot part (sequence, flags, abort handle)
+//! that every spawn, abort and settlement touches, and a cold part (name,
+//! kind, start time) that only registration and reports touch. Slots are
+//! reused; the per-group sequence number (never reused) is stored in the
+//! record, so a stale [`TaskId`](crate::TaskId) never matches a newer task in
+//! the same slot.
 //!
 //! While the table is open, a settled task's abort handle stays in its
 //! vacant slot until a registration reuses the slot (or the chunk is given
-//! back). The handle is the last reference to the finished task's Tokio
-//! cell, so the cell is freed on the submitting thread that allocated it,
-//! not on the worker that completed the task: glibc's allocator then takes
-//! no arena lock across threads, which measured 20 % of a spawn+completion
-//! on the 2-core reference machine. A sealed table hands handles back at
-//! settlement (nothing will reuse its slots).
+//! back), for at most [`RETAINED_HANDLES`] slots at a time. The handle is the
+//! last reference to the finished task's Tokio cell, so the cell is freed on
+//! the submitting thread that allocated it, not on the worker that completed
+//! the task: glibc's allocator then takes no arena lock across threads (its
+//! lock was in about a quarter of a spawn+completion's samples on the
+//! 2-core reference machine). The cap bounds what finished tasks keep alive
+//! (a cell is about the size of the task's future, up to 16 KiB). A sealed
+//! table hands handles back at removal (nothing will reuse its slots).
 
 use tokio::time::Instant;
 
@@ -102,9 +106,9 @@ impl<H> TaskRecord<H> {
 }
 
 /// The cold part of a task's record: written at registration, read only by
-/// reports. A `&'static str` name stays in place after settlement until the
-/// slot is reused (the settlement path does not touch it); a heap name is
-/// released at settlement.
+/// reports and operation aborts. A `&'static str` name stays in place after
+/// the record's removal until the slot is reused (removal does not touch
+/// it); a heap name is released at removal.
 #[derive(Debug)]
 pub(crate) struct TaskInfo {
     pub(crate) name: TaskName,
@@ -157,6 +161,10 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 }
 
 const NO_FREE: u32 = u32::MAX;
+/// Vacant slots of one table that may keep their last task's abort handle:
+/// enough for the slots a batch of applied settlements frees
+/// (`state::APPLY_BATCH`) to be reused before the next batch.
+pub(crate) const RETAINED_HANDLES: u32 = 128;
 /// Live records one table can index (the gate packs a shard index beside
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
@@ -202,6 +210,9 @@ pub(crate) struct TaskTable<H> {
     /// Vacant slots keep their last abort handle until reused (false once
     /// sealed: nothing will reuse them).
     retain_handles: bool,
+    /// Vacant slots that keep their last task's abort handle (at most
+    /// [`RETAINED_HANDLES`]).
+    retained: u32,
     free_head: u32,
     /// Read-mostly: only a new chunk changes it.
     chunks: Vec<Box<Chunk<H>>>,
@@ -214,15 +225,17 @@ impl<H> TaskTable<H> {
             compact_below: usize::MAX,
             high_water: 0,
             retain_handles: true,
+            retained: 0,
             free_head: NO_FREE,
             chunks: Vec::new(),
         }
     }
 
-    /// Seals the table: it stops compacting and retaining handles. A sealed
-    /// group's table only drains, and an empty
-    /// table restarts at slot 0 and trims itself anyway, so scanning it while
-    /// it drains would only stall the settling tasks behind the lock.
+    /// Seals the table: it stops compacting and retaining handles (the ones
+    /// already retained stay until their chunk is given back). A sealed
+    /// group's table only drains, and an empty table restarts at slot 0 and
+    /// trims itself anyway, so scanning it while it drains would only hold
+    /// the table lock that readers and batch applications need.
     pub(crate) fn seal(&mut self) {
         self.compact_below = 0;
         self.retain_handles = false;
@@ -295,6 +308,9 @@ impl<H> TaskTable<H> {
         let record = &mut chunk.hot[index];
         record.state = (seq & SEQ_MASK) | owned;
         let retained = record.handle.take();
+        if retained.is_some() {
+            self.retained -= 1;
+        }
         // Replaces (and drops) the info a settled task left behind.
         chunk.cold[index] = Some(TaskInfo {
             name,
@@ -320,19 +336,17 @@ impl<H> TaskTable<H> {
     /// its hot part.
     pub(crate) fn remove(&mut self, slot: u32, check: SeqCheck) -> Option<Removed<H>> {
         let free_head = self.free_head;
-        let retain_handles = self.retain_handles;
+        let retain = self.retain_handles && self.retained < RETAINED_HANDLES;
         let record = self
             .hot_mut(slot)
             .filter(|record| record.is_occupied_by_check(check))?;
         let owned = record.state & OWNED_NAME != 0;
+        let handle = if retain { None } else { record.handle.take() };
+        let retained = record.handle.is_some();
         let mut removed = Removed {
             abort_requested: record.state & ABORT_REQUESTED != 0,
             deadline_aborted: record.state & DEADLINE_ABORTED != 0,
-            handle: if retain_handles {
-                None
-            } else {
-                record.handle.take()
-            },
+            handle,
             released: Released(Vec::new()),
         };
         record.state = VACANT | u64::from(free_head);
@@ -341,6 +355,7 @@ impl<H> TaskTable<H> {
             self.chunks[chunk].cold[index] = None;
         }
         self.free_head = slot;
+        self.retained += u32::from(retained);
         self.len -= 1;
         if self.len == 0 {
             // An idle table restarts from slot 0 (no sparse scans after
@@ -396,11 +411,24 @@ impl<H> TaskTable<H> {
 
     /// Detaches the chunks beyond the first `keep`.
     fn release_chunks(&mut self, keep: usize) -> Released<H> {
-        Released(if keep < self.chunks.len() {
-            self.chunks.split_off(keep)
-        } else {
-            Vec::new()
-        })
+        if keep >= self.chunks.len() {
+            return Released(Vec::new());
+        }
+        let released = self.chunks.split_off(keep);
+        let handles: usize = released
+            .iter()
+            .map(|chunk| {
+                chunk
+                    .hot
+                    .iter()
+                    .filter(|record| record.handle.is_some())
+                    .count()
+            })
+            .sum();
+        // Only vacant slots of an open table are given back with handles
+        // (a sealed table's live records are never in a released chunk).
+        self.retained -= handles as u32;
+        Released(released)
     }
 
     /// Live records (hot and cold parts) in slot order.
@@ -627,6 +655,38 @@ mod tests {
         let removed = table.remove(pinned, seq_check(1)).expect("live");
         drop(removed);
         assert_eq!(Cell::strong_count(&cell), 1, "nothing retained");
+    }
+
+    /// At most `RETAINED_HANDLES` vacant slots keep a handle: later
+    /// removals hand theirs back, and reusing a retaining slot frees room.
+    #[test]
+    fn retention_is_capped() {
+        let cell = Cell::new(());
+        let mut table: TaskTable<Cell> = TaskTable::new();
+        let _pinned = insert_with_handle(&mut table, 1, &cell);
+        let cap = RETAINED_HANDLES as u64;
+        let keys: Vec<_> = (2..cap + 12)
+            .map(|seq| (seq, insert_with_handle(&mut table, seq, &cell).0))
+            .collect();
+        let handed_back = keys
+            .iter()
+            .filter(|(seq, slot)| {
+                let removed = table.remove(*slot, seq_check(*seq)).expect("live");
+                removed.handle.is_some()
+            })
+            .count();
+        assert_eq!(handed_back, keys.len() - RETAINED_HANDLES as usize);
+        assert_eq!(table.retained, RETAINED_HANDLES);
+        assert_eq!(
+            Cell::strong_count(&cell),
+            2 + RETAINED_HANDLES as usize,
+            "the pinned task's handle and the retained ones"
+        );
+        // The most recently freed slot retained nothing (the cap was hit);
+        // its reuse hands nothing back, so the count stays.
+        let (_, none) = insert_with_handle(&mut table, cap + 20, &cell);
+        assert!(none.is_none());
+        assert_eq!(table.retained, RETAINED_HANDLES);
     }
 
     #[test]

@@ -25,9 +25,12 @@
 //! whose batch of [`APPLY_BATCH`] filled or whose shard went idle) applies
 //! the pending settlements to the table first. So the thread that submits
 //! and the worker that completes a task no longer trade one lock's cache
-//! lines per task, and nothing reads the table without applying first: a
-//! pending settlement is invisible except through the settled count, which
-//! is published only after the task's future is destroyed.
+//! lines per task, and every reader of records applies first: a pending
+//! settlement is invisible except through the settled count, which is
+//! published only after the task's future is destroyed. (`install` does not
+//! apply: it writes a handle into a record that is live or pending, and a
+//! pending record then leaves its handle in the vacant slot.) The pending
+//! list is bounded by the shard's live tasks and keeps its capacity.
 //!
 //! Admission is still serialized with shutdown: a registration reads the
 //! phase while holding its table lock, a settlement deciding poisoning
@@ -46,8 +49,10 @@
 //! requested before the abort handle is installed is recorded in the record
 //! and honoured by [`Gate::install`]. Aborts are requested under the table
 //! lock with the handle left in its record (aborting only schedules the
-//! task, whose settlement takes the settle lock); the handle is dropped
-//! when the settlement is applied.
+//! task; its settlement takes the settle lock, and the table lock only
+//! after releasing it, to apply a full batch or an idle shard); the handle
+//! is dropped or retained when the settlement is applied (see
+//! `registry.rs`).
 
 use std::collections::HashMap;
 
@@ -57,7 +62,7 @@ use tokio::time::Instant;
 use crate::loom::AtomicUsize;
 use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{
     AbortTarget, OperationTag, Removed, SeqCheck, TaskRecord, TaskTable, MAX_SLOTS,
@@ -106,8 +111,12 @@ fn home_shard() -> usize {
 /// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
 
-/// Pending settlements after which the settler applies them itself.
+/// Pending settlements after which the settler applies them itself (two
+/// under loom, so the models reach the batch path).
+#[cfg(not(loom))]
 pub(crate) const APPLY_BATCH: usize = 64;
+#[cfg(loom)]
+pub(crate) const APPLY_BATCH: usize = 2;
 
 /// Why the gate refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,10 +415,11 @@ impl<H: AbortTarget, C> Gate<H, C> {
         #[cfg(loom)]
         let shard = self.next_home.fetch_add(1, Ordering::Relaxed) % SHARDS;
         let home = &self.shards[shard];
+        // Declared before the guard: dropped after it on every return.
+        let mut graveyard = Graveyard::new();
         let mut state = home.reg.state.lock();
         self.admission()?;
         let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
-        let mut graveyard = Graveyard::new();
         if state.table.is_full() {
             // Pending settlements may free room.
             state.apply_pending(&home.settle, &mut graveyard);
@@ -505,8 +515,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// how many tasks were newly aborted.
     ///
     /// Each shard is walked in batches of [`ABORT_BATCH`] records per lock
-    /// hold; aborted tasks settle concurrently (their settlements do not
-    /// need the table lock). Every task
+    /// hold; aborted tasks settle concurrently (a settlement takes the
+    /// table lock only to apply a full batch or an idle shard). Every task
     /// registered when the call starts and not settled when its batch is
     /// walked is aborted; on a sealed gate (the shutdown paths) that is
     /// every task.
@@ -569,6 +579,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// sealed the counts only fall, and the lock-free sum is zero exactly
     /// when the group is empty (the shutdown waits poll it without locks).
     pub(crate) fn len(&self) -> usize {
+        // The load side of the idle-watcher handshake (a watcher registers
+        // with a SeqCst read-modify-write, then counts).
+        crate::loom::seq_cst_handshake();
         if self.phase() == OPEN {
             let _held = self.shards.each_ref().map(|shard| shard.reg.state.lock());
             return self.live_sum();

@@ -278,3 +278,67 @@ fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
         assert!(!gate.contains(slot, seq));
     });
 }
+
+/// A table whose settled count stays below the registered count it last
+/// read skips the idle check; its last settlement must not: of the last
+/// settlements of two tables, racing, at least one reports the group idle.
+#[test]
+fn loom_a_table_skipping_idle_checks_still_reports_its_last_settlement() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        // Registrations rotate over the shards under loom: nine tasks put
+        // three in shard 0 and two in shard 1.
+        let tasks: Vec<_> = (0..9).map(|_| register(&gate).expect("open")).collect();
+        let settle = |gate: &TestGate, (seq, slot): (u64, u32)| {
+            gate.settle(slot, seq_check(seq), TaskResult::Completed)
+                .idle
+        };
+        // Shard 0's first settlement reads its registered count (three).
+        assert!(!settle(&gate, tasks[0]));
+        for index in [1, 2, 3, 6, 7] {
+            assert!(!settle(&gate, tasks[index]));
+        }
+        gate.seal();
+        let shard_zero = {
+            let gate = Arc::clone(&gate);
+            let (middle, last) = (tasks[4], tasks[8]);
+            thread::spawn(move || {
+                // Below the known count: no idle check.
+                assert!(!settle(&gate, middle));
+                settle(&gate, last)
+            })
+        };
+        let here = settle(&gate, tasks[5]);
+        let there = shard_zero.join().expect("settler thread");
+        assert!(here || there, "the group's idleness was reported");
+        assert_eq!(gate.len(), 0);
+        assert_eq!(gate.snapshot(0).counters.completed, 9);
+    });
+}
+
+/// An idle watcher (the shutdown drain) registers and then counts; the
+/// last settlement reports idleness and then reads the watchers: either
+/// the watcher sees the group empty or the settlement sees the watcher.
+#[test]
+fn loom_an_idle_watcher_is_never_left_waiting() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let (seq, slot) = register(&gate).expect("open gate");
+        gate.seal();
+        let watchers = Arc::new(AtomicUsize::new(0));
+        let settler = {
+            let gate = Arc::clone(&gate);
+            let watchers = Arc::clone(&watchers);
+            thread::spawn(move || {
+                let idle = gate
+                    .settle(slot, seq_check(seq), TaskResult::Completed)
+                    .idle;
+                idle && watchers.load(Ordering::SeqCst) > 0
+            })
+        };
+        watchers.fetch_add(1, Ordering::SeqCst);
+        let saw_empty = gate.len() == 0;
+        let notified = settler.join().expect("settler thread");
+        assert!(saw_empty || notified, "the watcher would sleep forever");
+    });
+}

@@ -11,16 +11,20 @@
 //! record, so a stale [`TaskId`](crate::TaskId) never matches a newer task in
 //! the same slot.
 //!
-//! While the table is open, a settled task's abort handle stays in its
-//! vacant slot until a registration reuses the slot (or the chunk is given
-//! back), for at most [`RETAINED_HANDLES`] slots at a time. The handle is the
-//! last reference to the finished task's Tokio cell, so the cell is freed on
-//! the submitting thread that allocated it, not on the worker that completed
-//! the task: glibc's allocator then takes no arena lock across threads (its
-//! lock was in about a quarter of a spawn+completion's samples on the
-//! 2-core reference machine). The cap bounds what finished tasks keep alive
-//! (a cell is about the size of the task's future, up to 16 KiB). A sealed
-//! table hands handles back at removal (nothing will reuse its slots).
+//! While the table is open, the abort handles of removed records wait in a
+//! small ring ([`RETAINED_HANDLES`] at most) and every registration takes
+//! one out to drop after its lock. A handle is the last reference to the
+//! finished task's Tokio cell, so the cell is freed on the submitting
+//! thread that allocated it, not on the worker that completed the task:
+//! glibc's allocator then takes no arena lock across threads (its lock was
+//! in about a quarter of a spawn+completion's samples on the 2-core
+//! reference machine). The ring bounds what finished tasks keep alive (a
+//! cell is about the size of the task's future, up to 16 KiB); only when
+//! settlements outrun registrations by more than the ring does the remover
+//! drop the oldest handle itself. A sealed table hands handles back at
+//! removal (no registration will take them).
+
+use std::collections::VecDeque;
 
 use tokio::time::Instant;
 
@@ -57,8 +61,8 @@ pub(crate) struct TaskRecord<H> {
     /// `VACANT | next free`, or flags | sequence.
     state: u64,
     /// Installed after the task is handed to Tokio (outside the gate) and
-    /// used in place by abort requests. A vacant slot of an open table
-    /// retains its last task's handle (see the module docs).
+    /// used in place by abort requests; taken at removal (see the module
+    /// docs for where it goes).
     pub(crate) handle: Option<H>,
 }
 
@@ -127,25 +131,39 @@ pub(crate) type OperationTag = std::num::NonZeroU64;
 pub(crate) struct Removed<H> {
     pub(crate) abort_requested: bool,
     pub(crate) deadline_aborted: bool,
-    /// The abort handle, handed back once the table is sealed (an open
-    /// table keeps it in the vacant slot, see [`TaskTable::insert`]).
+    /// The abort handle to drop: the removed record's once the table is
+    /// sealed, or the oldest kept one when the ring is full.
     pub(crate) handle: Option<H>,
-    /// Chunks the table gave back (with the handles their vacant slots
-    /// retained): the caller drops them after releasing its lock.
+    /// Chunks and kept handles the table gave back: the caller drops them
+    /// after releasing its lock.
     pub(crate) released: Released<H>,
 }
 
 impl<H> Removed<H> {
     /// Whether dropping this frees anything (a handle or chunks).
     pub(crate) fn holds_something(&self) -> bool {
-        self.handle.is_some() || !self.released.0.is_empty()
+        self.handle.is_some()
+            || !self.released.chunks.is_empty()
+            || !self.released.handles.is_empty()
     }
 }
 
-/// Chunks a table gave back, dropped by whoever holds this after its lock
-/// is released (dropping a retained handle may free a task's memory).
+/// Chunks and kept handles a table gave back, dropped by whoever holds this
+/// after its lock is released (dropping a handle may free a task's memory).
 #[derive(Debug)]
-pub(crate) struct Released<H>(Vec<Box<Chunk<H>>>);
+pub(crate) struct Released<H> {
+    chunks: Vec<Box<Chunk<H>>>,
+    handles: Vec<H>,
+}
+
+impl<H> Default for Released<H> {
+    fn default() -> Self {
+        Self {
+            chunks: Vec::new(),
+            handles: Vec::new(),
+        }
+    }
+}
 
 /// The low 32 bits of a task's sequence, carried by its settlement ticket.
 ///
@@ -161,10 +179,11 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 }
 
 const NO_FREE: u32 = u32::MAX;
-/// Vacant slots of one table that may keep their last task's abort handle:
-/// enough for the slots a batch of applied settlements frees
-/// (`state::APPLY_BATCH`) to be reused before the next batch.
-pub(crate) const RETAINED_HANDLES: u32 = 128;
+/// Removed records' abort handles one table keeps for its registrations to
+/// drop: two batches of applied settlements (`state::APPLY_BATCH`).
+pub(crate) const RETAINED_HANDLES: usize = 128;
+/// Handles an emptied table keeps (the rest go with the emptying removal).
+const IDLE_RETAINED_HANDLES: usize = 16;
 /// Live records one table can index (the gate packs a shard index beside
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
@@ -207,13 +226,13 @@ pub(crate) struct TaskTable<H> {
     compact_below: usize,
     /// Slots handed out since the table was last empty.
     high_water: u32,
-    /// Vacant slots keep their last abort handle until reused (false once
-    /// sealed: nothing will reuse them).
+    /// Removed records' handles are kept for registrations to drop (false
+    /// once sealed: no registration will come).
     retain_handles: bool,
-    /// Vacant slots that keep their last task's abort handle (at most
-    /// [`RETAINED_HANDLES`]).
-    retained: u32,
     free_head: u32,
+    /// Handles of removed records, oldest first, for registrations to drop
+    /// (see the module docs).
+    retained: VecDeque<H>,
     /// Read-mostly: only a new chunk changes it.
     chunks: Vec<Box<Chunk<H>>>,
 }
@@ -225,14 +244,14 @@ impl<H> TaskTable<H> {
             compact_below: usize::MAX,
             high_water: 0,
             retain_handles: true,
-            retained: 0,
             free_head: NO_FREE,
+            retained: VecDeque::new(),
             chunks: Vec::new(),
         }
     }
 
-    /// Seals the table: it stops compacting and retaining handles (the ones
-    /// already retained stay until their chunk is given back). A sealed
+    /// Seals the table: it stops compacting and keeping handles (the ones
+    /// already kept go when the table empties). A sealed
     /// group's table only drains, and an empty table restarts at slot 0 and
     /// trims itself anyway, so scanning it while it drains would only hold
     /// the table lock that readers and batch applications need.
@@ -274,8 +293,8 @@ impl<H> TaskTable<H> {
     }
 
     /// Inserts a record with the caller's (group-unique, below 2^61) `seq`
-    /// and returns its slot and the handle the slot retained from its
-    /// previous task (drop it after releasing the lock), or `None` when the
+    /// and returns its slot and the oldest kept handle of a removed record
+    /// (drop it after releasing the lock), or `None` when the
     /// table holds `MAX_SLOTS` live tasks.
     pub(crate) fn insert(
         &mut self,
@@ -307,10 +326,8 @@ impl<H> TaskTable<H> {
         let owned = if name.is_static() { 0 } else { OWNED_NAME };
         let record = &mut chunk.hot[index];
         record.state = (seq & SEQ_MASK) | owned;
-        let retained = record.handle.take();
-        if retained.is_some() {
-            self.retained -= 1;
-        }
+        record.handle = None;
+        let retained = self.retained.pop_front();
         // Replaces (and drops) the info a settled task left behind.
         chunk.cold[index] = Some(TaskInfo {
             name,
@@ -336,18 +353,16 @@ impl<H> TaskTable<H> {
     /// its hot part.
     pub(crate) fn remove(&mut self, slot: u32, check: SeqCheck) -> Option<Removed<H>> {
         let free_head = self.free_head;
-        let retain = self.retain_handles && self.retained < RETAINED_HANDLES;
         let record = self
             .hot_mut(slot)
             .filter(|record| record.is_occupied_by_check(check))?;
         let owned = record.state & OWNED_NAME != 0;
-        let handle = if retain { None } else { record.handle.take() };
-        let retained = record.handle.is_some();
+        let mut handle = record.handle.take();
         let mut removed = Removed {
             abort_requested: record.state & ABORT_REQUESTED != 0,
             deadline_aborted: record.state & DEADLINE_ABORTED != 0,
-            handle,
-            released: Released(Vec::new()),
+            handle: None,
+            released: Released::default(),
         };
         record.state = VACANT | u64::from(free_head);
         if owned {
@@ -355,7 +370,15 @@ impl<H> TaskTable<H> {
             self.chunks[chunk].cold[index] = None;
         }
         self.free_head = slot;
-        self.retained += u32::from(retained);
+        if self.retain_handles {
+            if let Some(kept) = handle.take() {
+                if self.retained.len() >= RETAINED_HANDLES {
+                    handle = self.retained.pop_front();
+                }
+                self.retained.push_back(kept);
+            }
+        }
+        removed.handle = handle;
         self.len -= 1;
         if self.len == 0 {
             // An idle table restarts from slot 0 (no sparse scans after
@@ -364,6 +387,15 @@ impl<H> TaskTable<H> {
             self.high_water = 0;
             self.compact_below = usize::MAX;
             removed.released = self.release_chunks(IDLE_RETAINED_CHUNKS);
+            let keep = if self.retain_handles {
+                IDLE_RETAINED_HANDLES
+            } else {
+                0
+            };
+            if self.retained.len() > keep {
+                let surplus = self.retained.len() - keep;
+                removed.released.handles = self.retained.drain(..surplus).collect();
+            }
         } else if self.high_water >= COMPACT_MIN_SLOTS
             && self.len < (self.high_water / 4) as usize
             && self.len <= self.compact_below
@@ -392,7 +424,7 @@ impl<H> TaskTable<H> {
             .div_ceil(CHUNK_SLOTS)
             .max(IDLE_RETAINED_CHUNKS);
         if keep_chunks >= self.chunks.len() {
-            return Released(Vec::new());
+            return Released::default();
         }
         let released = self.release_chunks(keep_chunks);
         self.high_water = high_water;
@@ -411,24 +443,14 @@ impl<H> TaskTable<H> {
 
     /// Detaches the chunks beyond the first `keep`.
     fn release_chunks(&mut self, keep: usize) -> Released<H> {
-        if keep >= self.chunks.len() {
-            return Released(Vec::new());
+        Released {
+            chunks: if keep < self.chunks.len() {
+                self.chunks.split_off(keep)
+            } else {
+                Vec::new()
+            },
+            handles: Vec::new(),
         }
-        let released = self.chunks.split_off(keep);
-        let handles: usize = released
-            .iter()
-            .map(|chunk| {
-                chunk
-                    .hot
-                    .iter()
-                    .filter(|record| record.handle.is_some())
-                    .count()
-            })
-            .sum();
-        // Only vacant slots of an open table are given back with handles
-        // (a sealed table's live records are never in a released chunk).
-        self.retained -= handles as u32;
-        Released(released)
     }
 
     /// Live records (hot and cold parts) in slot order.
@@ -628,44 +650,41 @@ mod tests {
         (slot, retained)
     }
 
-    /// An open table keeps a settled task's handle until the slot is reused
-    /// (the caller drops it then); a sealed one hands it back at once.
+    /// An open table keeps a removed record's handle and the next
+    /// registration takes it (to drop after its lock); a sealed one hands
+    /// it back at removal.
     #[test]
-    fn handles_are_retained_until_reuse_while_open() {
+    fn kept_handles_go_to_the_next_registration() {
         let cell = Cell::new(());
         let mut table: TaskTable<Cell> = TaskTable::new();
         let register =
             |table: &mut TaskTable<Cell>, seq: u64| insert_with_handle(table, seq, &cell);
         let (pinned, _) = register(&mut table, 1);
         let (first, none) = register(&mut table, 2);
-        assert!(none.is_none());
+        assert!(none.is_none(), "nothing kept yet");
         let removed = table.remove(first, seq_check(2)).expect("live");
         assert!(removed.handle.is_none(), "an open table keeps the handle");
         assert_eq!(Cell::strong_count(&cell), 3);
-        let (reused, retained) = register(&mut table, 3);
-        assert_eq!(reused, first);
-        assert!(retained.is_some(), "reuse hands the old handle back");
-        drop(retained);
-        assert_eq!(Cell::strong_count(&cell), 3);
+        let (_, kept) = register(&mut table, 3);
+        assert!(kept.is_some(), "the registration takes the kept handle");
+        drop(kept);
+        assert_eq!(Cell::strong_count(&cell), 3, "two live tasks' handles");
         table.seal();
-        let removed = table.remove(reused, seq_check(3)).expect("live");
+        let removed = table.remove(pinned, seq_check(1)).expect("live");
         assert!(removed.handle.is_some(), "a sealed table hands it back");
         drop(removed);
         assert_eq!(Cell::strong_count(&cell), 2);
-        let removed = table.remove(pinned, seq_check(1)).expect("live");
-        drop(removed);
-        assert_eq!(Cell::strong_count(&cell), 1, "nothing retained");
     }
 
-    /// At most `RETAINED_HANDLES` vacant slots keep a handle: later
-    /// removals hand theirs back, and reusing a retaining slot frees room.
+    /// At most `RETAINED_HANDLES` handles are kept: beyond that a removal
+    /// hands back the oldest kept one.
     #[test]
-    fn retention_is_capped() {
+    fn kept_handles_are_capped() {
         let cell = Cell::new(());
         let mut table: TaskTable<Cell> = TaskTable::new();
         let _pinned = insert_with_handle(&mut table, 1, &cell);
-        let cap = RETAINED_HANDLES as u64;
-        let keys: Vec<_> = (2..cap + 12)
+        let extra = 12;
+        let keys: Vec<_> = (2..RETAINED_HANDLES as u64 + 2 + extra)
             .map(|seq| (seq, insert_with_handle(&mut table, seq, &cell).0))
             .collect();
         let handed_back = keys
@@ -675,44 +694,39 @@ mod tests {
                 removed.handle.is_some()
             })
             .count();
-        assert_eq!(handed_back, keys.len() - RETAINED_HANDLES as usize);
-        assert_eq!(table.retained, RETAINED_HANDLES);
+        assert_eq!(handed_back, extra as usize);
+        assert_eq!(table.retained.len(), RETAINED_HANDLES);
         assert_eq!(
             Cell::strong_count(&cell),
-            2 + RETAINED_HANDLES as usize,
-            "the pinned task's handle and the retained ones"
+            2 + RETAINED_HANDLES,
+            "the pinned task's handle and the kept ones"
         );
-        // The most recently freed slot retained nothing (the cap was hit);
-        // its reuse hands nothing back, so the count stays.
-        let (_, none) = insert_with_handle(&mut table, cap + 20, &cell);
-        assert!(none.is_none());
-        assert_eq!(table.retained, RETAINED_HANDLES);
     }
 
+    /// An emptied open table keeps a few handles and gives the rest back
+    /// with its chunks; an emptied sealed table keeps none.
     #[test]
-    fn an_emptied_open_table_gives_back_retained_handles_with_its_chunks() {
-        let cell = Cell::new(());
-        let mut table: TaskTable<Cell> = TaskTable::new();
-        let keys: Vec<_> = (1..=CHUNK_SLOTS as u64 * 3)
-            .map(|seq| (seq, insert_with_handle(&mut table, seq, &cell).0))
-            .collect();
-        let mut released = Vec::new();
-        for (seq, slot) in keys {
-            released.push(table.remove(slot, seq_check(seq)).expect("live"));
+    fn an_emptied_table_gives_back_kept_handles() {
+        for sealed in [false, true] {
+            let cell = Cell::new(());
+            let mut table: TaskTable<Cell> = TaskTable::new();
+            let keys: Vec<_> = (1..=CHUNK_SLOTS as u64 * 3)
+                .map(|seq| (seq, insert_with_handle(&mut table, seq, &cell).0))
+                .collect();
+            let (last, rest) = keys.split_last().expect("tasks");
+            for (seq, slot) in rest {
+                drop(table.remove(*slot, seq_check(*seq)).expect("live"));
+            }
+            if sealed {
+                table.seal();
+            }
+            let emptying = table.remove(last.1, seq_check(last.0)).expect("live");
+            assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
+            drop(emptying);
+            let kept = if sealed { 0 } else { IDLE_RETAINED_HANDLES };
+            assert_eq!(table.retained.len(), kept);
+            assert_eq!(Cell::strong_count(&cell), 1 + kept, "sealed: {sealed}");
         }
-        assert!(table.chunks.len() <= IDLE_RETAINED_CHUNKS);
-        assert_eq!(
-            Cell::strong_count(&cell),
-            1 + CHUNK_SLOTS * 3,
-            "settlement dropped no handle"
-        );
-        drop(released);
-        assert_eq!(
-            Cell::strong_count(&cell),
-            1 + CHUNK_SLOTS,
-            "the given-back chunks carried their handles to the caller; the \
-             retained chunk keeps its slots' handles until reuse"
-        );
     }
 
     #[test]

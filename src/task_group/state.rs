@@ -29,7 +29,7 @@
 //! settlement is invisible except through the settled count, which is
 //! published only after the task's future is destroyed. (`install` does not
 //! apply: it writes a handle into a record that is live or pending, and a
-//! pending record then leaves its handle in the vacant slot.) The pending
+//! pending record then gives its handle up when applied.) The pending
 //! list is bounded by the shard's live tasks and keeps its capacity.
 //!
 //! Admission is still serialized with shutdown: a registration reads the

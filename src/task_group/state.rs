@@ -235,25 +235,35 @@ impl<H> ShardState<H> {
     /// lock is held only to copy out a batch at a time, so settlers are not
     /// held up by the removals.
     fn apply_pending(&mut self, side: &SettleSide, graveyard: &mut Graveyard<H>) {
-        let mut batch = [PendingSettle {
-            local: 0,
-            check: 0,
-            result: TaskResult::Completed,
-        }; APPLY_BATCH];
+        // Filled only when something is pending: a read with nothing to
+        // apply costs one settle-lock round trip and no copy.
+        let mut buffer = None;
         loop {
-            let taken = {
+            let (taken, more) = {
                 let mut pending = side.pending.lock();
+                if pending.entries.is_empty() {
+                    return;
+                }
+                let batch = buffer.get_or_insert(
+                    [PendingSettle {
+                        local: 0,
+                        check: 0,
+                        result: TaskResult::Completed,
+                    }; APPLY_BATCH],
+                );
                 let count = pending.entries.len().min(APPLY_BATCH);
                 let rest = pending.entries.len() - count;
                 batch[..count].copy_from_slice(&pending.entries[rest..]);
                 pending.entries.truncate(rest);
-                count
+                (count, rest > 0)
             };
-            if taken == 0 {
-                return;
+            if let Some(batch) = &buffer {
+                for entry in &batch[..taken] {
+                    self.apply(*entry, graveyard);
+                }
             }
-            for entry in &batch[..taken] {
-                self.apply(*entry, graveyard);
+            if !more {
+                return;
             }
         }
     }

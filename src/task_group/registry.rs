@@ -180,7 +180,7 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 
 const NO_FREE: u32 = u32::MAX;
 /// Removed records' abort handles one table keeps for its registrations to
-/// drop: two batches of applied settlements (`state::APPLY_BATCH`).
+/// drop: as many as a settler applies at once (`state::SETTLER_APPLY`).
 pub(crate) const RETAINED_HANDLES: usize = 128;
 /// Handles an emptied table keeps (the rest go with the emptying removal).
 const IDLE_RETAINED_HANDLES: usize = 16;

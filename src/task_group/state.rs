@@ -20,17 +20,21 @@
 //! side* (table lock, task table, counters) is taken by submissions,
 //! aborts, walks and reports. The *settlement side* (settle lock, a list of
 //! pending settlements, the settled count) is all a settling task touches:
-//! it appends its result and publishes the count, and whoever next takes
-//! the table lock (a report, an abort, a walk, `contains`, or a settler
-//! whose batch of [`APPLY_BATCH`] filled or whose shard went idle) applies
-//! the pending settlements to the table first. So the thread that submits
-//! and the worker that completes a task no longer trade one lock's cache
-//! lines per task, and every reader of records applies first: a pending
-//! settlement is invisible except through the settled count, which is
-//! published only after the task's future is destroyed. (`install` does not
-//! apply: it writes a handle into a record that is live or pending, and a
-//! pending record then gives its handle up when applied.) The pending
-//! list is bounded by the shard's live tasks and keeps its capacity.
+//! it appends its result and publishes the count. The pending settlements
+//! are applied to the table (records removed, results counted) by whoever
+//! next takes the table lock to read it (a report, an abort, a walk,
+//! `contains`), by every [`REGISTER_APPLY_EVERY`]th registration, and by a
+//! settler whose shard went idle or holds [`SETTLER_APPLY`] pending
+//! settlements. So the thread that submits and the worker that completes a
+//! task do not trade one lock's cache lines per task; the submitting thread
+//! removes the records it wrote while they are in its cache; and every
+//! reader of records applies first: a pending settlement is invisible
+//! except through the settled count, which is published only after the
+//! task's future is destroyed. (`install` does not apply: it writes a
+//! handle into a record that is live or pending, and a pending record then
+//! gives its handle up when applied.) The pending list is bounded by the
+//! shard's live tasks and keeps its capacity; it is copied out in batches
+//! of [`APPLY_BATCH`], so settlers wait at most for one batch's copy.
 //!
 //! Admission is still serialized with shutdown: a registration reads the
 //! phase while holding its table lock, a settlement deciding poisoning
@@ -111,12 +115,29 @@ fn home_shard() -> usize {
 /// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
 
-/// Pending settlements after which the settler applies them itself (two
-/// under loom, so the models reach the batch path).
+/// Pending settlements after which a settler applies them itself (two under
+/// loom, so the models reach this path). Until then the submitting thread
+/// applies them (every [`REGISTER_APPLY_EVERY`] registrations), so the
+/// records stay in its cache; this bounds what a shard whose submitter went
+/// quiet keeps pending (each pending record still holds its task's abort
+/// handle, and so the task's Tokio cell).
 #[cfg(not(loom))]
-pub(crate) const APPLY_BATCH: usize = 64;
+pub(crate) const SETTLER_APPLY: usize = 128;
 #[cfg(loom)]
-pub(crate) const APPLY_BATCH: usize = 2;
+pub(crate) const SETTLER_APPLY: usize = 2;
+
+/// Pending settlements copied out per settle-lock hold when applying.
+const APPLY_BATCH: usize = 64;
+
+/// Every this many registrations in a shard, the registration applies the
+/// shard's pending settlements first (under loom: every registration). The
+/// submitting thread then removes the records it wrote and reuses their
+/// slots while they are still in its cache, instead of a completing worker
+/// pulling them over and the next registration pulling them back.
+#[cfg(not(loom))]
+const REGISTER_APPLY_EVERY: u64 = 32;
+#[cfg(loom)]
+const REGISTER_APPLY_EVERY: u64 = 1;
 
 /// Why the gate refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -430,7 +451,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         let mut state = home.reg.state.lock();
         self.admission()?;
         let seq = state.next_local * SHARDS as u64 + shard as u64 + 1;
-        if state.table.is_full() {
+        if state.next_local % REGISTER_APPLY_EVERY == 0 || state.table.is_full() {
             // Pending settlements may free room.
             state.apply_pending(&home.settle, &mut graveyard);
         }
@@ -635,7 +656,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             pending.known_registered = registered;
             shard_idle = registered == settled;
         }
-        let batch_full = pending.entries.len() >= APPLY_BATCH;
+        let batch_full = pending.entries.len() >= SETTLER_APPLY;
         drop(pending);
         let idle = shard_idle
             && self

@@ -27,6 +27,11 @@ mod imp {
         pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
             self.0.lock()
         }
+
+        /// The guard if the lock is free now, without waiting.
+        pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
+            self.0.try_lock()
+        }
     }
 }
 
@@ -52,6 +57,15 @@ mod imp {
             self.0
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+
+        /// The guard if the lock is free now, without waiting.
+        pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+            match self.0.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
         }
     }
 }

@@ -527,6 +527,16 @@ impl<H: AbortTarget, C> Gate<H, C> {
         self.with_applied(shard, |_| ());
     }
 
+    /// [`apply_pending`](Self::apply_pending) if `shard`'s table lock is
+    /// free now.
+    fn try_apply_pending(&self, shard: &Shard<H>) {
+        let mut graveyard = Graveyard::new();
+        if let Some(mut state) = shard.reg.state.try_lock() {
+            state.apply_pending(&shard.settle, &mut graveyard);
+        }
+        drop(graveyard);
+    }
+
     /// Requests an abort; true iff the task is still registered.
     pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
         let (local, shard) = unpack(slot);
@@ -664,8 +674,13 @@ impl<H: AbortTarget, C> Gate<H, C> {
                 .iter()
                 .enumerate()
                 .all(|(index, other)| index == shard || other.live() == 0);
-        if batch_full || shard_idle {
+        if shard_idle {
             self.apply_pending(home);
+        } else if batch_full {
+            // A full batch waits if the table is busy: its holder (a walk,
+            // a report, a registration) applies it or the next settlement
+            // tries again. An idle shard is applied at once (it trims).
+            self.try_apply_pending(home);
         }
         SettleEffect { idle, poisoned_now }
     }

@@ -37,7 +37,11 @@ pub struct TaskSnapshot {
     pub kind: TaskKind,
     /// The task's state when the snapshot was taken.
     pub state: TaskState,
-    /// Time since the task was registered.
+    /// How long the task has been running: since its submission for an
+    /// operation task; for other group tasks, since the end of the first
+    /// poll that returned `Pending` (the submitting thread reads no clock
+    /// for them, and a task that completes in its first poll never needs
+    /// a start time). Zero for a group task Tokio has not polled yet.
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
     pub elapsed: Duration,
 }

@@ -31,7 +31,6 @@ use std::sync::OnceLock;
 
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -123,7 +122,7 @@ impl TreeShared {
 /// rarely-used ones.
 #[repr(C)]
 pub(crate) struct GroupInner {
-    gate: Gate<AbortHandle, GroupInner>,
+    gate: Gate<registry::TaskHandle, GroupInner>,
     idle_watchers: AtomicUsize,
     settle_watchers: AtomicUsize,
     id: TaskGroupId,
@@ -204,6 +203,12 @@ impl GroupInner {
         if self.settle_watchers.load(Ordering::SeqCst) > 0 {
             self.settled.notify_waiters();
         }
+    }
+
+    /// Records that a task of this group started now (its first poll
+    /// returned `Pending`).
+    pub(crate) fn stamp(&self, slot: u32, check: registry::SeqCheck) {
+        self.gate.stamp(slot, check, Instant::now());
     }
 
     /// Root-to-leaf path of group names, built without recursion.

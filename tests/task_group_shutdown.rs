@@ -180,6 +180,49 @@ async fn children_shut_down_concurrently_with_the_parent_tasks() {
     assert_eq!(report.children[0].completed, 1);
 }
 
+/// A remaining task's `elapsed` counts from its first poll that returned
+/// `Pending` (a group task), from its submission (an operation task), and
+/// is zero for a group task Tokio has not polled yet.
+///
+/// ```text
+/// t=0   spawn "waiting" (polled: parks) and an operation task
+/// t=2s  spawn "unpolled" (never polled before the report)
+/// t=5s  shutdown_now: waiting 5000 ms, operation 5000 ms, unpolled 0 ms
+/// ```
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn remaining_tasks_report_time_since_their_start() {
+    let ctx = harness("elapsed");
+    let group = ctx.root_group().try_child("svc").expect("open");
+    group
+        .spawn("waiting", TaskKind::Worker, std::future::pending::<()>())
+        .expect("open");
+    let operation = rocketmq_runtime::OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_operation(&operation, "request", std::future::pending::<()>())
+        .expect("open");
+    // Both are polled once (and park) before the clock moves.
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    group
+        .spawn("unpolled", TaskKind::Worker, std::future::pending::<()>())
+        .expect("open");
+    tokio::time::advance(Duration::from_secs(3)).await;
+    // Current thread and no yield since: "unpolled" has not run yet.
+    let report = group.shutdown_now();
+    let elapsed = |name: &str| {
+        report
+            .remaining_tasks
+            .iter()
+            .find(|task| task.name.as_str() == name)
+            .map(|task| task.elapsed)
+            .unwrap_or_else(|| panic!("{name} is listed: {}", report.to_json()))
+    };
+    assert_eq!(elapsed("waiting"), Duration::from_secs(5));
+    assert_eq!(elapsed("request"), Duration::from_secs(5));
+    assert_eq!(elapsed("unpolled"), Duration::ZERO);
+    assert_eq!(report.leaked, 3);
+}
+
 #[test]
 fn ten_thousand_leaked_tasks_are_capped_in_the_report() {
     let rt = tokio::runtime::Builder::new_current_thread()

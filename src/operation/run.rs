@@ -287,12 +287,12 @@ where
     // observers that may call back into this operation. The task is
     // launched after the lock is released.
     let submitted = shared.gate.submit(group.id().as_u64(), || {
-        group.register_task(name, kind, now, Some(shared.id()))
+        group.register_task(name, kind, Some(now), Some(shared.id()))
     });
     match submitted {
         Ok(registration) => {
             let run = OperationRun::new(draining, future);
-            let (id, _detached) = group.launch(registration, run, |task| OperationSettlement {
+            let id = group.launch(registration, run, |task| OperationSettlement {
                 task,
                 operation: Arc::clone(shared),
                 kind,

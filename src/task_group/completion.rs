@@ -52,6 +52,10 @@ pub(crate) trait Settle {
     type Output;
 
     fn finish(self, ending: Ending<Self::Output>);
+
+    /// Called once, when the task's first poll returned `Pending` (a task
+    /// that completes in its first poll never calls it).
+    fn first_pending(&self) {}
 }
 
 /// A future run inside [`Tracked`]: polled with a reference to its own
@@ -76,6 +80,13 @@ impl Settle for Settlement {
         let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
         self.group.settle(self.slot, self.check, result);
     }
+
+    /// A group task's start time is read here, on the worker that polls it,
+    /// not by the submitting thread: a task that completes in its first
+    /// poll never needs one (see `TaskInfo::started`).
+    fn first_pending(&self) {
+        self.group.stamp(self.slot, self.check);
+    }
 }
 
 pin_project! {
@@ -84,6 +95,8 @@ pin_project! {
         #[pin]
         future: Option<F>,
         settlement: Option<S>,
+        // Set by the first poll that returned `Pending`.
+        waited: bool,
     }
 
     impl<F, S: Settle> PinnedDrop for Tracked<F, S> {
@@ -106,6 +119,7 @@ impl<F, S: Settle> Tracked<F, S> {
         Self {
             future: Some(future),
             settlement: Some(settlement),
+            waited: false,
         }
     }
 }
@@ -126,7 +140,13 @@ where
         };
         let polled = catch_unwind(AssertUnwindSafe(|| future.poll_tracked(settlement, cx)));
         let (returned, payload) = match polled {
-            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Pending) => {
+                if !*this.waited {
+                    *this.waited = true;
+                    settlement.first_pending();
+                }
+                return Poll::Pending;
+            }
             Ok(Poll::Ready(value)) => (Some(value), None),
             Err(payload) => (None, Some(payload)),
         };

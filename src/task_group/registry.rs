@@ -36,9 +36,22 @@ pub(crate) trait AbortTarget {
     fn abort(&self);
 }
 
-impl AbortTarget for tokio::task::AbortHandle {
+/// What a task's record keeps to abort it: the task's own join handle when
+/// nobody else takes it (no extra reference to the Tokio cell is created,
+/// and none is given back at spawn), or an abort handle when the caller
+/// keeps the join handle (`spawn_with_handle`).
+#[derive(Debug)]
+pub(crate) enum TaskHandle {
+    Join(tokio::task::JoinHandle<()>),
+    Abort(tokio::task::AbortHandle),
+}
+
+impl AbortTarget for TaskHandle {
     fn abort(&self) {
-        tokio::task::AbortHandle::abort(self);
+        match self {
+            Self::Join(handle) => handle.abort(),
+            Self::Abort(handle) => handle.abort(),
+        }
     }
 }
 
@@ -117,7 +130,12 @@ impl<H> TaskRecord<H> {
 pub(crate) struct TaskInfo {
     pub(crate) name: TaskName,
     pub(crate) kind: TaskKind,
-    pub(crate) started: Instant,
+    /// When the task started: its submission for an operation task (the
+    /// submission reads the clock anyway), else the end of its first poll
+    /// that returned `Pending` (see [`TaskTable::stamp`]). `None` until
+    /// then: a task that Tokio has not polled yet, or whose first poll is
+    /// still running.
+    pub(crate) started: Option<Instant>,
     /// The operation the task belongs to (see [`crate::OperationContext`]).
     pub(crate) operation: Option<OperationTag>,
 }
@@ -301,7 +319,7 @@ impl<H> TaskTable<H> {
         seq: u64,
         name: TaskName,
         kind: TaskKind,
-        started: Instant,
+        started: Option<Instant>,
         operation: Option<OperationTag>,
     ) -> Option<(u32, Option<H>)> {
         debug_assert!(seq != 0 && seq & !SEQ_MASK == 0);
@@ -337,6 +355,21 @@ impl<H> TaskTable<H> {
         });
         self.len += 1;
         Some((slot, retained))
+    }
+
+    /// Records when a task started, unless its record already has a start
+    /// time (or the task is gone: the check no longer matches).
+    pub(crate) fn stamp(&mut self, slot: u32, check: SeqCheck, at: Instant) {
+        if !self
+            .hot(slot)
+            .is_some_and(|record| record.is_occupied_by_check(check))
+        {
+            return;
+        }
+        let (chunk, index) = split(slot);
+        if let Some(info) = &mut self.chunks[chunk].cold[index] {
+            info.started.get_or_insert(at);
+        }
     }
 
     pub(crate) fn get_mut(&mut self, slot: u32, seq: u64) -> Option<&mut TaskRecord<H>> {
@@ -499,7 +532,7 @@ mod tests {
                 seq,
                 TaskName::from("t"),
                 TaskKind::Worker,
-                Instant::now(),
+                Some(Instant::now()),
                 None,
             )
             .expect("room")
@@ -738,7 +771,7 @@ mod tests {
                 1,
                 TaskName::from(&name),
                 TaskKind::Worker,
-                Instant::now(),
+                Some(Instant::now()),
                 None,
             )
             .expect("room");

@@ -193,7 +193,9 @@ impl GroupInner {
                 group_name: Arc::clone(&self.name),
                 kind: task.kind,
                 state: TaskState::Leaked,
-                elapsed: now.saturating_duration_since(task.started),
+                elapsed: task.started.map_or(Duration::ZERO, |started| {
+                    now.saturating_duration_since(started)
+                }),
             });
         }
         report.leaked = snapshot.live;

@@ -216,9 +216,20 @@ struct SettleSide {
     pending: Mutex<Pending>,
 }
 
+/// A task's start time, published by its first poll that returned
+/// `Pending` and not yet written to its record.
+#[derive(Debug, Clone, Copy)]
+struct PendingStamp {
+    local: u32,
+    check: SeqCheck,
+    at: Instant,
+}
+
 #[derive(Debug, Default)]
 struct Pending {
     entries: Vec<PendingSettle>,
+    /// Start times to write to their records (see [`Gate::stamp`]).
+    stamps: Vec<PendingStamp>,
     /// A registered count read earlier (a lower bound): while `settled`
     /// stays below it the shard is busy, without reading the registration
     /// side's line.
@@ -233,6 +244,9 @@ struct ShardState<H> {
     next_local: u64,
     table: TaskTable<H>,
     counters: SettleCounters,
+    /// The list pending stamps are swapped with when applied (empty between
+    /// applications; keeps its capacity).
+    stamp_spare: Vec<PendingStamp>,
 }
 
 impl<H> Shard<H> {
@@ -251,42 +265,54 @@ impl<H> Shard<H> {
 type Graveyard<H> = Vec<Removed<H>>;
 
 impl<H> ShardState<H> {
-    /// Applies the settlements pending on `side` (the caller holds this
-    /// table's lock): removes each record and counts its result. The settle
-    /// lock is held only to copy out a batch at a time, so settlers are not
-    /// held up by the removals.
+    /// Applies the stamps and settlements pending on `side` (the caller
+    /// holds this table's lock): writes start times, then removes each
+    /// settled record and counts its result. The settle lock is held only
+    /// to swap the stamp list and to copy out a batch of settlements at a
+    /// time, so settlers are not held up by the removals.
     fn apply_pending(&mut self, side: &SettleSide, graveyard: &mut Graveyard<H>) {
         // Filled only when something is pending: a read with nothing to
         // apply costs one settle-lock round trip and no copy.
         let mut buffer = None;
+        let mut stamps = std::mem::take(&mut self.stamp_spare);
         loop {
             let (taken, more) = {
                 let mut pending = side.pending.lock();
-                if pending.entries.is_empty() {
-                    return;
+                if !pending.stamps.is_empty() {
+                    std::mem::swap(&mut pending.stamps, &mut stamps);
                 }
-                let batch = buffer.get_or_insert(
-                    [PendingSettle {
-                        local: 0,
-                        check: 0,
-                        result: TaskResult::Completed,
-                    }; APPLY_BATCH],
-                );
-                let count = pending.entries.len().min(APPLY_BATCH);
-                let rest = pending.entries.len() - count;
-                batch[..count].copy_from_slice(&pending.entries[rest..]);
-                pending.entries.truncate(rest);
-                (count, rest > 0)
+                if pending.entries.is_empty() {
+                    (0, false)
+                } else {
+                    let batch = buffer.get_or_insert(
+                        [PendingSettle {
+                            local: 0,
+                            check: 0,
+                            result: TaskResult::Completed,
+                        }; APPLY_BATCH],
+                    );
+                    let count = pending.entries.len().min(APPLY_BATCH);
+                    let rest = pending.entries.len() - count;
+                    batch[..count].copy_from_slice(&pending.entries[rest..]);
+                    pending.entries.truncate(rest);
+                    (count, rest > 0)
+                }
             };
+            // Stamps first: a task both stamped and settled is then just
+            // removed (a stamp for a removed record is ignored).
+            for stamp in stamps.drain(..) {
+                self.table.stamp(stamp.local, stamp.check, stamp.at);
+            }
             if let Some(batch) = &buffer {
                 for entry in &batch[..taken] {
                     self.apply(*entry, graveyard);
                 }
             }
             if !more {
-                return;
+                break;
             }
         }
+        self.stamp_spare = stamps;
     }
 
     /// Removes one settled task's record and counts its result.
@@ -323,7 +349,7 @@ pub(crate) struct ListedTask {
     pub(crate) slot: u32,
     pub(crate) name: TaskName,
     pub(crate) kind: TaskKind,
-    pub(crate) started: Instant,
+    pub(crate) started: Option<Instant>,
 }
 
 /// Counters, live count and the first listed tasks of a whole gate.
@@ -398,6 +424,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         next_local: 0,
                         table: TaskTable::new(),
                         counters: SettleCounters::default(),
+                        stamp_spare: Vec::new(),
                     }),
                 },
                 settle: SettleSide {
@@ -438,7 +465,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         &self,
         name: TaskName,
         kind: TaskKind,
-        started: Instant,
+        started: Option<Instant>,
         operation: Option<OperationTag>,
     ) -> Result<(u64, u32), Refusal> {
         #[cfg(not(loom))]
@@ -685,6 +712,23 @@ impl<H: AbortTarget, C> Gate<H, C> {
         SettleEffect { idle, poisoned_now }
     }
 
+    /// Publishes when a registered task started (its first poll returned
+    /// `Pending`): written to its record when the shard's pending
+    /// settlements are next applied, which every reader does first. A
+    /// settler applies them itself once [`SETTLER_APPLY`] stamps wait and
+    /// the table lock is free.
+    pub(crate) fn stamp(&self, slot: u32, check: SeqCheck, at: Instant) {
+        let (local, shard) = unpack(slot);
+        let home = &self.shards[shard];
+        let mut pending = home.settle.pending.lock();
+        pending.stamps.push(PendingStamp { local, check, at });
+        let full = pending.stamps.len() >= SETTLER_APPLY;
+        drop(pending);
+        if full {
+            self.try_apply_pending(home);
+        }
+    }
+
     /// Seals admission (`OPEN -> CLOSING`), waits out registrations that saw
     /// `OPEN`, and returns the live children.
     pub(crate) fn seal(&self) -> Vec<crate::loom::Arc<C>> {
@@ -785,7 +829,12 @@ mod tests {
     fn a_deadline_abort_that_lost_the_race_to_completion_is_not_a_timeout() {
         let gate: Gate<NoHandle, ()> = Gate::new(OPEN);
         let (seq, slot) = gate
-            .register(TaskName::from("t"), TaskKind::Worker, Instant::now(), None)
+            .register(
+                TaskName::from("t"),
+                TaskKind::Worker,
+                Some(Instant::now()),
+                None,
+            )
             .expect("open");
         gate.seal();
         assert_eq!(gate.abort_matching(true, None), 1);
@@ -812,7 +861,7 @@ mod tests {
                             gate.register(
                                 TaskName::from("t"),
                                 TaskKind::Worker,
-                                Instant::now(),
+                                Some(Instant::now()),
                                 None,
                             )
                             .expect("open")

@@ -13,7 +13,7 @@ use crate::task_group::completion::{
     Plain, Settle, Settlement, Tracked, TrackedFuture, UntilCancelled,
 };
 use crate::task_group::identity::{TaskId, TaskKind, TaskName};
-use crate::task_group::registry::{seq_check, OperationTag};
+use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
 use crate::task_group::{refusal_error, TaskGroup};
 use crate::ShutdownDeadline;
 
@@ -47,9 +47,26 @@ pub(crate) struct Registration {
 }
 
 impl TaskGroup {
-    /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns it.
+    /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns
+    /// it; the group keeps the join handle.
     #[track_caller]
     pub(crate) fn spawn_tracked<F>(
+        &self,
+        name: TaskName,
+        kind: TaskKind,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: TrackedFuture<Settlement> + Send + 'static,
+    {
+        let registration = self.register_task(name, kind, None, None)?;
+        Ok(self.launch(registration, future, |settlement| settlement))
+    }
+
+    /// [`spawn_tracked`](Self::spawn_tracked), returning the join handle to
+    /// the caller (the group keeps an abort handle).
+    #[track_caller]
+    pub(crate) fn spawn_tracked_with_handle<F>(
         &self,
         name: TaskName,
         kind: TaskKind,
@@ -58,31 +75,13 @@ impl TaskGroup {
     where
         F: TrackedFuture<Settlement> + Send + 'static,
     {
-        self.spawn_settled(name, kind, Instant::now(), None, future, |settlement| {
-            settlement
-        })
-    }
-
-    /// The one submission path: registers the task (tagged with its
-    /// operation, if any) under the gate, hands it to Tokio wrapped in
-    /// [`Tracked`] with the settlement `settle` builds, then installs the
-    /// abort handle (an abort requested in between is honoured there).
-    #[track_caller]
-    pub(crate) fn spawn_settled<F, S>(
-        &self,
-        name: TaskName,
-        kind: TaskKind,
-        started: Instant,
-        operation: Option<OperationTag>,
-        future: F,
-        settle: impl FnOnce(Settlement) -> S,
-    ) -> RuntimeResult<(TaskId, JoinHandle<()>)>
-    where
-        F: TrackedFuture<S> + Send + 'static,
-        S: Settle + Send + 'static,
-    {
-        let registration = self.register_task(name, kind, started, operation)?;
-        Ok(self.launch(registration, future, settle))
+        let registration = self.register_task(name, kind, None, None)?;
+        Ok(self.launch_as(
+            registration,
+            future,
+            |settlement| settlement,
+            |join| (TaskHandle::Abort(join.abort_handle()), join),
+        ))
     }
 
     /// Step 1 of a submission: registers the task (tagged with its
@@ -94,7 +93,7 @@ impl TaskGroup {
         &self,
         name: TaskName,
         kind: TaskKind,
-        started: Instant,
+        started: Option<Instant>,
         operation: Option<OperationTag>,
     ) -> RuntimeResult<Registration> {
         match self.inner.gate.register(name, kind, started, operation) {
@@ -104,17 +103,36 @@ impl TaskGroup {
     }
 
     /// Step 2: hands a registered task to Tokio wrapped in [`Tracked`] with
-    /// the settlement `settle` builds, then installs the abort handle (an
-    /// abort requested in between is honoured there). On a runtime that is
-    /// shutting down Tokio drops the future here, in the caller's thread:
-    /// call this without holding locks the future's destructor or its
-    /// settlement may take.
+    /// the settlement `settle` builds, then installs its join handle in the
+    /// task's record (an abort requested in between is honoured there). On
+    /// a runtime that is shutting down Tokio drops the future here, in the
+    /// caller's thread: call this without holding locks the future's
+    /// destructor or its settlement may take.
     pub(crate) fn launch<F, S>(
         &self,
         registration: Registration,
         future: F,
         settle: impl FnOnce(Settlement) -> S,
-    ) -> (TaskId, JoinHandle<()>)
+    ) -> TaskId
+    where
+        F: TrackedFuture<S> + Send + 'static,
+        S: Settle + Send + 'static,
+    {
+        self.launch_as(registration, future, settle, |join| {
+            (TaskHandle::Join(join), ())
+        })
+        .0
+    }
+
+    /// [`launch`](Self::launch), with `handoff` choosing what the record
+    /// keeps of the join handle and what the caller gets.
+    fn launch_as<F, S, R>(
+        &self,
+        registration: Registration,
+        future: F,
+        settle: impl FnOnce(Settlement) -> S,
+        handoff: impl FnOnce(JoinHandle<()>) -> (TaskHandle, R),
+    ) -> (TaskId, R)
     where
         F: TrackedFuture<S> + Send + 'static,
         S: Settle + Send + 'static,
@@ -127,8 +145,9 @@ impl TaskGroup {
             check: seq_check(seq),
         });
         let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
-        inner.gate.install(slot, seq, join.abort_handle());
-        (TaskId::new(inner.id, seq, slot), join)
+        let (kept, given) = handoff(join);
+        inner.gate.install(slot, seq, kept);
+        (TaskId::new(inner.id, seq, slot), given)
     }
 
     /// Spawns a tracked task.
@@ -151,9 +170,11 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        with_inline_limit!(future, |f| self
-            .spawn_tracked(name.into(), kind, Plain::new(f))
-            .map(|(id, _)| id))
+        with_inline_limit!(future, |f| self.spawn_tracked(
+            name.into(),
+            kind,
+            Plain::new(f)
+        ))
     }
 
     /// Spawns a [`TaskKind::Service`] task.
@@ -192,13 +213,11 @@ impl TaskGroup {
         F: Future<Output = ()> + Send + 'static,
     {
         let cancelled = self.inner.token.clone().cancelled_owned();
-        with_inline_limit!(future, |f| self
-            .spawn_tracked(
-                name.into(),
-                TaskKind::Service,
-                UntilCancelled::new(cancelled, f)
-            )
-            .map(|(id, _)| id))
+        with_inline_limit!(future, |f| self.spawn_tracked(
+            name.into(),
+            TaskKind::Service,
+            UntilCancelled::new(cancelled, f)
+        ))
     }
 
     /// Spawns a tracked task and returns its Tokio join handle as well.
@@ -219,7 +238,7 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        with_inline_limit!(future, |f| self.spawn_tracked(
+        with_inline_limit!(future, |f| self.spawn_tracked_with_handle(
             name.into(),
             kind,
             Plain::new(f)

@@ -151,7 +151,7 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
                     owner.register(
                         TaskName::from("task"),
                         TaskKind::Worker,
-                        tokio::time::Instant::now(),
+                        Some(tokio::time::Instant::now()),
                         Some(tag),
                     )
                 });

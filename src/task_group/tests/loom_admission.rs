@@ -6,7 +6,6 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use tokio::time::Instant;
 
 use crate::task_group::identity::{TaskKind, TaskName, TaskResult};
 use crate::task_group::registry::{seq_check, AbortTarget};
@@ -25,12 +24,7 @@ impl AbortTarget for RecordingHandle {
 type TestGate = Gate<RecordingHandle, ()>;
 
 fn register(gate: &TestGate) -> Result<(u64, u32), Refusal> {
-    gate.register(
-        TaskName::from("task"),
-        TaskKind::Worker,
-        Instant::now(),
-        None,
-    )
+    gate.register(TaskName::from("task"), TaskKind::Worker, None, None)
 }
 
 /// A spawn racing a shutdown is either registered before the seal (and then

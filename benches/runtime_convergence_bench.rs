@@ -9,10 +9,12 @@
 //! Every Tokio runtime (multi-thread, 2 workers) is built outside the timed
 //! regions. `operation_task` measures register, run, settle and wait of
 //! 10,000 trivial tasks; its target (≤ 1.5× raw spawn+join) is judged on the
-//! *paired* median: baseline and runtime path alternate, the order flipping
-//! every round, over four fresh runtimes (one runtime's thread placement
-//! does not decide the pass), and the median of per-round ratios is taken
-//! (machine drift hits both sides of a pair alike).
+//! *paired* median: each round runs the baseline and the runtime path back
+//! to back (the order flipping every round), the operation and draining
+//! comparisons take turns for 30 s (`ROCKETMQ_BENCH_PAIRED_SECS`) over fresh
+//! runtimes, and the median of per-round ratios is taken, with its
+//! quartiles (see `support::interleaved_paired`: the reference machine
+//! changes state every few tens of seconds).
 //!
 //! `draining_submission` starts N threads (N = 1, 4, 8) behind a barrier;
 //! each submits 10,000 / N trivial draining-operation tasks through its own
@@ -47,8 +49,8 @@ use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
 use support::{
-    mean_ns, median, on_worker, paired_median_on_runtimes, publish, quantile, run_criterion,
-    runtime, target,
+    interleaved_paired, mean_ns, median, on_worker, pair_in_order, paired_budget, publish,
+    quantile, run_criterion, runtime, target, Comparison, PairedSummary,
 };
 
 #[global_allocator]
@@ -60,7 +62,6 @@ const RAW_SPAWN: &str = "raw_tokio_spawn_join";
 const OPERATION_SPAWN: &str = "operation_spawn_wait";
 const DRAINING_SPAWN: &str = "draining_operation_spawn_wait";
 const SUBMISSION_THREADS: [usize; 3] = [1, 4, 8];
-const PAIRED_ROUNDS: usize = 41;
 const SUBMISSION_ROUNDS: usize = 15;
 
 /// One timed path of the `operation_task` group.
@@ -147,26 +148,43 @@ fn bench_operation_task(c: &mut Criterion) {
     bench.finish();
 }
 
-/// Median of per-round `tracked / raw` ratios, alternating the order.
-fn paired_operation_task(tracked: TaskPath) -> Value {
-    let side = |path: TaskPath| {
-        move |rt: &Runtime, group: &TaskGroup| {
-            let group = group.clone();
-            on_worker(rt, async move { path.run(TASKS, group).await })
-        }
+/// Minimum rounds of each paired comparison.
+const PAIRED_MIN_ROUNDS: usize = 41;
+/// Default length of the paired pass (`ROCKETMQ_BENCH_PAIRED_SECS`).
+const PAIRED_SECS: u64 = 30;
+
+/// The paired pass of `operation_task`: operation and draining operation
+/// against raw spawn+join, taking turns (see `support::interleaved_paired`).
+fn paired_operation_tasks() -> Vec<PairedSummary> {
+    let side = |rt: &Runtime, path: TaskPath| {
+        let group = harness_group(rt, "paired");
+        on_worker(rt, async move { path.run(TASKS, group).await })
     };
-    let (ratio, tracked_ns, raw_ns) = paired_median_on_runtimes(
-        PAIRED_ROUNDS,
-        |rt| harness_group(rt, "paired"),
-        side(tracked),
-        side(TaskPath::Raw),
-    );
+    let comparisons: Vec<Comparison<'_>> = [TaskPath::Operation, TaskPath::Draining]
+        .into_iter()
+        .map(|tracked| Comparison {
+            key: format!(
+                "{OPERATION_TASK}/{TASKS}: {} / {RAW_SPAWN}",
+                tracked.function()
+            ),
+            round: Box::new(move |rt: &Runtime, raw_first: bool| {
+                pair_in_order(raw_first, || side(rt, tracked), || side(rt, TaskPath::Raw))
+            }),
+        })
+        .collect();
+    interleaved_paired(&comparisons, paired_budget(PAIRED_SECS), PAIRED_MIN_ROUNDS)
+}
+
+/// The JSON of one paired comparison.
+fn paired_json(summary: &PairedSummary) -> Value {
     json!({
-        "key": format!("{OPERATION_TASK}/{TASKS}: {} / {RAW_SPAWN}", tracked.function()),
-        "median_ratio": ratio,
-        "rounds": PAIRED_ROUNDS,
-        "tracked_median_ns": tracked_ns,
-        "raw_median_ns": raw_ns,
+        "key": summary.key,
+        "median_ratio": summary.median,
+        "p25": summary.p25,
+        "p75": summary.p75,
+        "rounds": summary.rounds,
+        "tracked_median_ns": summary.tracked_ns,
+        "raw_median_ns": summary.baseline_ns,
     })
 }
 
@@ -349,6 +367,7 @@ const OPERATION_TARGET: f64 = 1.5;
 const SHARED_GROUP_TARGET: f64 = 2.0;
 
 fn main() {
+    support::warm_heap();
     let Some(run_started) = run_criterion(bench_operation_task) else {
         return;
     };
@@ -361,10 +380,7 @@ fn main() {
             );
         }
     }
-    let paired = [
-        paired_operation_task(TaskPath::Operation),
-        paired_operation_task(TaskPath::Draining),
-    ];
+    let paired: Vec<Value> = paired_operation_tasks().iter().map(paired_json).collect();
     let submission = submission_pass();
     let allocations = allocations();
     let shared_8 = submission["shared_over_per_thread_wall_ratio"]["8"]

@@ -16,13 +16,15 @@
 //!
 //! On a shared 2-core machine, Criterion's functions run one after another and
 //! machine drift between them moves a ratio of two means by ±20 %. So after
-//! Criterion, a *paired* pass runs the baseline and the runtime path
-//! alternately (the order flips every round) and takes the median of the
-//! per-round ratios: drift hits both sides of a pair alike. The rounds are
-//! spread over four fresh runtimes, so one runtime's thread placement does
-//! not decide the pass. The
-//! targets are judged on the paired medians; the Criterion means stay in the
-//! summary as absolute figures.
+//! Criterion, a *paired* pass runs each baseline and its runtime path back
+//! to back (the order flipping every round) and takes the median of the
+//! per-round ratios: drift hits both sides of a pair alike. The comparisons
+//! take turns for 60 s (`ROCKETMQ_BENCH_PAIRED_SECS`), over a fresh runtime
+//! every five rounds, so each sees the same mix of the machine's states
+//! (see `support::interleaved_paired`); the quartiles of the per-round
+//! ratios are reported beside the median. The targets are judged on the
+//! paired medians; the Criterion means stay in the summary as absolute
+//! figures.
 //!
 //! Everything is written to
 //! `<target>/runtime-measurements/task_group_lifecycle.json` and printed.
@@ -42,7 +44,8 @@ use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rocketmq_runtime::{RuntimeContext, TaskGroup, TaskKind};
 use serde_json::{json, Map};
 use support::{
-    mean_ns, on_worker, paired_median_on_runtimes, run_criterion, runtime, write_measurements,
+    interleaved_paired, mean_ns, on_worker, pair_in_order, paired_budget, run_criterion, runtime,
+    write_measurements, Comparison, PairedSummary,
 };
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -307,57 +310,20 @@ fn bench_suites(c: &mut Criterion) {
     }
 }
 
-/// A paired comparison: the median of per-round `tracked / baseline`.
-struct Paired {
-    key: String,
-    median: f64,
-    rounds: usize,
-    /// Median timed section of each side (tracked, baseline), in ns.
-    tracked_ns: f64,
-    baseline_ns: f64,
-}
+/// Minimum rounds of each paired comparison.
+const PAIRED_MIN_ROUNDS: usize = 41;
+/// Default length of the paired pass (`ROCKETMQ_BENCH_PAIRED_SECS`).
+const PAIRED_SECS: u64 = 60;
 
-fn paired_rounds(n: usize) -> usize {
-    match n {
-        0..=1_000 => 101,
-        1_001..=10_000 => 41,
-        _ => 11,
-    }
-}
-
-/// Runs `tracked` and `baseline` alternately (order flipping each round) on
-/// one runtime and returns the median per-round ratio.
-fn paired(group: &str, n: usize, tracked: Case, baseline: Case) -> Paired {
-    let rounds = paired_rounds(n);
-    let side = |case: Case| {
-        move |rt: &Runtime, root: &TaskGroup| {
-            let root = root.clone();
-            on_worker(rt, async move { case.run(n, root).await })
-        }
-    };
-    let (median, tracked_ns, baseline_ns) =
-        paired_median_on_runtimes(rounds, root_group, side(tracked), side(baseline));
-    Paired {
-        key: format!(
-            "{group}/{n}: {} / {}",
-            tracked.function(),
-            baseline.function()
-        ),
-        median,
-        rounds,
-        tracked_ns,
-        baseline_ns,
-    }
-}
-
-fn paired_pass() -> Vec<Paired> {
+/// The paired pass: every (tracked, baseline) comparison below, taking
+/// turns for [`PAIRED_SECS`] (see `support::interleaved_paired`).
+fn paired_pass() -> Vec<PairedSummary> {
     // `ROCKETMQ_BENCH_PAIRED=spawn_completion,shutdown_now` limits the pass.
     let only = std::env::var("ROCKETMQ_BENCH_PAIRED").ok();
     let wanted = |group: &str| {
         only.as_deref()
             .is_none_or(|only| only.split(',').any(|g| g == group))
     };
-    let mut results = Vec::new();
     let pairs = [
         (
             SPAWN_COMPLETION,
@@ -384,15 +350,32 @@ fn paired_pass() -> Vec<Paired> {
             Case::RawAbort,
         ),
     ];
+    let mut comparisons = Vec::new();
     for (group, sizes, tracked, baseline) in pairs {
         if !wanted(group) {
             continue;
         }
         for &n in sizes {
-            results.push(paired(group, n, tracked, baseline));
+            let side = move |rt: &Runtime, case: Case| {
+                let root = root_group(rt);
+                on_worker(rt, async move { case.run(n, root).await })
+            };
+            comparisons.push(Comparison {
+                key: format!(
+                    "{group}/{n}: {} / {}",
+                    tracked.function(),
+                    baseline.function()
+                ),
+                round: Box::new(move |rt: &Runtime, baseline_first: bool| {
+                    pair_in_order(baseline_first, || side(rt, tracked), || side(rt, baseline))
+                }),
+            });
         }
     }
-    results
+    if comparisons.is_empty() {
+        return Vec::new();
+    }
+    interleaved_paired(&comparisons, paired_budget(PAIRED_SECS), PAIRED_MIN_ROUNDS)
 }
 
 /// The overhead targets, judged on the paired medians.
@@ -416,7 +399,7 @@ const TARGETS: [(&str, f64); 4] = [
 ];
 
 /// Prints the ratios and writes the JSON summary.
-fn write_summary(run_started: SystemTime, paired: &[Paired]) {
+fn write_summary(run_started: SystemTime, paired: &[PairedSummary]) {
     let mut estimates = Map::new();
     for suite in &SUITES {
         for &n in suite.sizes {
@@ -460,15 +443,11 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
             "      median timed section: tracked {:.0} ns, baseline {:.0} ns",
             result.tracked_ns, result.baseline_ns
         );
-        paired_ratios.insert(
-            result.key.clone(),
-            json!({
-                "median": result.median,
-                "rounds": result.rounds,
-                "tracked_median_ns": result.tracked_ns,
-                "baseline_median_ns": result.baseline_ns,
-            }),
+        println!(
+            "      per-round ratio quartiles: {:.3} .. {:.3}",
+            result.p25, result.p75
         );
+        paired_ratios.insert(result.key.clone(), result.to_json());
     }
     let mut targets = Vec::new();
     println!("targets (paired median):");
@@ -505,6 +484,7 @@ fn write_summary(run_started: SystemTime, paired: &[Paired]) {
 }
 
 fn main() {
+    support::warm_heap();
     let Some(run_started) = run_criterion(bench_suites) else {
         return;
     };

@@ -38,6 +38,22 @@ where
     rt.block_on(async { tokio::spawn(body).await.expect("benchmark task panicked") })
 }
 
+/// Puts the process heap in the state a long-running service's heap is in
+/// before anything is measured: frees a 16 MiB block, which glibc's
+/// allocator serves with `mmap` and which raises its dynamic mmap and trim
+/// thresholds (to 16 and 32 MiB). Without this, a fresh process gives the
+/// top of its heap back to the kernel after every batch that freed more
+/// than 128 KiB and faults it in again on the next one: a raw
+/// `tokio::spawn` + join batch of 10,000 tasks then measured 360-370 ns per
+/// task instead of 220-240 on the reference machine, while the task-group
+/// paths (which free finished tasks as they go) measured the same in both
+/// states. Every spawn baseline is therefore measured at its best.
+pub fn warm_heap() {
+    let block = vec![1u8; 16 << 20];
+    std::hint::black_box(&block);
+    drop(block);
+}
+
 /// `CARGO_TARGET_DIR` or `target`.
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
@@ -123,55 +139,135 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Runtimes a [`paired_median_on_runtimes`] pass spreads its rounds over.
-pub const PAIRED_RUNTIMES: usize = 4;
+/// Runs both sides of a comparison once on the runtime it is given (the
+/// baseline first when the flag is set) and returns the timed sections
+/// `(tracked, baseline)`.
+pub type Round<'a> = Box<dyn Fn(&Runtime, bool) -> (Duration, Duration) + 'a>;
 
-/// Untimed pairs each runtime of [`paired_median_on_runtimes`] runs first
-/// (a fresh process heap and a fresh group table settle in them).
-pub const PAIRED_WARM_UPS: usize = 3;
+/// One comparison of an [`interleaved_paired`] pass.
+pub struct Comparison<'a> {
+    /// `"<group>/<size>: <tracked> / <baseline>"`.
+    pub key: String,
+    pub round: Round<'a>,
+}
 
-/// [`paired_median`] with the rounds spread over [`PAIRED_RUNTIMES`] fresh
-/// benchmark runtimes (each built outside the timed region, with its own
-/// warm-up pairs and its own `setup`), so one runtime's thread placement on
-/// the 2-vCPU machine does not decide the whole pass. `tracked` and
-/// `baseline` each time one run on the runtime they are given.
-pub fn paired_median_on_runtimes<S>(
-    rounds: usize,
-    setup: impl Fn(&Runtime) -> S,
-    tracked: impl Fn(&Runtime, &S) -> Duration,
-    baseline: impl Fn(&Runtime, &S) -> Duration,
-) -> (f64, f64, f64) {
-    let mut ratios = Vec::with_capacity(rounds);
-    let mut tracked_ns = Vec::with_capacity(rounds);
-    let mut baseline_ns = Vec::with_capacity(rounds);
-    let per_runtime = rounds.div_ceil(PAIRED_RUNTIMES);
-    let mut round = 0;
-    while round < rounds {
+/// What an [`interleaved_paired`] pass measured for one comparison.
+#[derive(Debug, Clone)]
+pub struct PairedSummary {
+    pub key: String,
+    pub rounds: usize,
+    /// Median of the per-round `tracked / baseline` ratios (the figure the
+    /// targets are judged on), with the quartiles of those ratios.
+    pub median: f64,
+    pub p25: f64,
+    pub p75: f64,
+    /// Median timed section of each side, in ns.
+    pub tracked_ns: f64,
+    pub baseline_ns: f64,
+}
+
+impl PairedSummary {
+    /// The summary as JSON (ratios and medians).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "median": self.median,
+            "p25": self.p25,
+            "p75": self.p75,
+            "rounds": self.rounds,
+            "tracked_median_ns": self.tracked_ns,
+            "baseline_median_ns": self.baseline_ns,
+        })
+    }
+}
+
+/// Rounds of every comparison an [`interleaved_paired`] runtime runs before
+/// the next fresh runtime is built.
+pub const CYCLES_PER_RUNTIME: usize = 5;
+
+/// How long an [`interleaved_paired`] pass runs at least:
+/// `ROCKETMQ_BENCH_PAIRED_SECS` seconds, or `default_secs`.
+pub fn paired_budget(default_secs: u64) -> Duration {
+    let secs = std::env::var("ROCKETMQ_BENCH_PAIRED_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or(default_secs);
+    Duration::from_secs(secs)
+}
+
+/// The paired pass of a bench: every comparison runs one round per cycle
+/// (tracked and baseline back to back, the order flipping every cycle), the
+/// comparisons taking turns, for at least `budget` and `min_rounds` cycles.
+/// Every [`CYCLES_PER_RUNTIME`] cycles a fresh benchmark runtime is built
+/// (outside every timed region) and each comparison runs one untimed
+/// warm-up round on it first.
+///
+/// On the 2-vCPU reference machine the host moves the VM between states
+/// that last tens of seconds and change both sides of a pair, but not by
+/// the same factor. A pass of one comparison after another puts each
+/// comparison in whatever state its second happened to fall in; taking
+/// turns over the whole budget gives every comparison the same mix of
+/// states, and the median ratio is that of the prevailing one. The
+/// quartiles show the spread.
+pub fn interleaved_paired(
+    comparisons: &[Comparison<'_>],
+    budget: Duration,
+    min_rounds: usize,
+) -> Vec<PairedSummary> {
+    let started = tokio::time::Instant::now();
+    let mut samples: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); comparisons.len()];
+    let mut cycle = 0usize;
+    while cycle < min_rounds || started.elapsed() < budget {
         let rt = runtime();
-        let state = setup(&rt);
-        for _ in 0..PAIRED_WARM_UPS {
-            tracked(&rt, &state);
-            baseline(&rt, &state);
+        for comparison in comparisons {
+            (comparison.round)(&rt, false);
         }
-        for _ in 0..per_runtime.min(rounds - round) {
-            let (t, b) = if round % 2 == 0 {
-                let b = baseline(&rt, &state);
-                (tracked(&rt, &state), b)
-            } else {
-                let t = tracked(&rt, &state);
-                (t, baseline(&rt, &state))
-            };
-            ratios.push(t.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE));
-            tracked_ns.push(t.as_nanos() as f64);
-            baseline_ns.push(b.as_nanos() as f64);
-            round += 1;
+        for _ in 0..CYCLES_PER_RUNTIME {
+            for (comparison, samples) in comparisons.iter().zip(&mut samples) {
+                let (tracked, baseline) = (comparison.round)(&rt, cycle % 2 == 0);
+                samples.push((
+                    tracked.as_secs_f64() / baseline.as_secs_f64().max(f64::MIN_POSITIVE),
+                    tracked.as_nanos() as f64,
+                    baseline.as_nanos() as f64,
+                ));
+            }
+            cycle += 1;
         }
     }
-    (
-        median(&mut ratios),
-        median(&mut tracked_ns),
-        median(&mut baseline_ns),
-    )
+    comparisons
+        .iter()
+        .zip(samples)
+        .map(|(comparison, samples)| {
+            let mut ratios: Vec<f64> = samples.iter().map(|sample| sample.0).collect();
+            let mut tracked: Vec<f64> = samples.iter().map(|sample| sample.1).collect();
+            let mut baseline: Vec<f64> = samples.iter().map(|sample| sample.2).collect();
+            let median_ratio = median(&mut ratios);
+            PairedSummary {
+                key: comparison.key.clone(),
+                rounds: ratios.len(),
+                median: median_ratio,
+                p25: quantile(&ratios, 0.25),
+                p75: quantile(&ratios, 0.75),
+                tracked_ns: median(&mut tracked),
+                baseline_ns: median(&mut baseline),
+            }
+        })
+        .collect()
+}
+
+/// Times `tracked` and `baseline` once each, in the order `baseline_first`
+/// asks for; returns `(tracked, baseline)`.
+pub fn pair_in_order(
+    baseline_first: bool,
+    tracked: impl FnOnce() -> Duration,
+    baseline: impl FnOnce() -> Duration,
+) -> (Duration, Duration) {
+    if baseline_first {
+        let b = baseline();
+        (tracked(), b)
+    } else {
+        let t = tracked();
+        (t, baseline())
+    }
 }
 
 /// Paired comparison: runs `tracked` and `baseline` alternately for

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicU64, Ordering, StaticAtomicU64};
-use crate::task_group::TaskKind;
+use crate::task_group::{GroupInner, TaskKind};
 
 pub(crate) use gate::OperationGate;
 pub use outcome::{
@@ -68,6 +68,11 @@ pub(crate) struct OperationShared {
     /// Created by the first `cancellation_token()` call (tasks do not need
     /// it: they watch the gate's flag and `notify`).
     token: OnceLock<CancellationToken>,
+    /// The owner group, set by the first accepted submission before its
+    /// task is handed to Tokio. The operation's tasks reach their owner
+    /// through it, so a task holds one reference (to the operation), not
+    /// two; an operation bound to a group keeps that group alive.
+    owner_group: OnceLock<Arc<GroupInner>>,
 }
 
 impl OperationShared {
@@ -77,6 +82,17 @@ impl OperationShared {
 
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    /// The owner group, once a submission was accepted.
+    pub(crate) fn owner_group(&self) -> Option<&Arc<GroupInner>> {
+        self.owner_group.get()
+    }
+
+    /// Records the owner group of an accepted submission (the first one
+    /// stores it; the gate has already bound the operation to it).
+    pub(crate) fn set_owner_group(&self, group: &Arc<GroupInner>) -> &Arc<GroupInner> {
+        self.owner_group.get_or_init(|| Arc::clone(group))
     }
 
     /// True once the deadline has passed.
@@ -187,6 +203,7 @@ impl OperationContext {
                 outcomes: Default::default(),
                 observer: OnceLock::new(),
                 token: OnceLock::new(),
+                owner_group: OnceLock::new(),
             }),
             kind,
         }

@@ -348,6 +348,11 @@ impl TaskGroup {
         &self.inner.name
     }
 
+    /// The group's shared state.
+    pub(crate) fn inner(&self) -> &Arc<GroupInner> {
+        &self.inner
+    }
+
     /// The group's cancellation token, shared by every clone.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.inner.token.clone()

@@ -26,7 +26,7 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
-use crate::task_group::completion::{Ending, Settle, Settlement, TrackedFuture};
+use crate::task_group::completion::{Ending, Settle, Ticket, TrackedFuture};
 use crate::task_group::submission::with_inline_limit;
 use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
 
@@ -180,7 +180,11 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
     ) -> Poll<OperationOutcome> {
         let this = self.project();
         let operation = &*settlement.operation;
-        let owner = settlement.task.group.token();
+        let Some(owner) = operation.owner_group().map(|group| group.token()) else {
+            // Unreachable: the submission records the owner before the task
+            // is handed to Tokio.
+            return Poll::Ready(OperationOutcome::Aborted);
+        };
         let draining = *this.draining;
         // Priority: owner cancellation (not when draining), operation
         // cancellation, the deadline, then the work.
@@ -205,11 +209,13 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
 }
 
 /// Settles an operation task: the owner accounts it, then the operation
-/// publishes the outcome and releases the admission.
+/// publishes the outcome and releases the admission. The owner is reached
+/// through the operation (see `OperationShared::owner_group`), so the
+/// ticket holds one reference.
 #[derive(Debug)]
 pub(crate) struct OperationSettlement {
-    task: Settlement,
     operation: Arc<OperationShared>,
+    ticket: Ticket,
     kind: TaskKind,
 }
 
@@ -218,7 +224,10 @@ impl Settle for OperationSettlement {
 
     fn finish(self, ending: Ending<OperationOutcome>) {
         let outcome = ending.resolve(OperationOutcome::Panicked, OperationOutcome::Aborted);
-        self.task.finish(Ending::Returned(task_result(outcome)));
+        match self.operation.owner_group() {
+            Some(group) => group.settle(self.ticket.slot, self.ticket.check, task_result(outcome)),
+            None => debug_assert!(false, "an accepted operation task has an owner"),
+        }
         self.operation.publish(self.kind, outcome);
     }
 }
@@ -291,10 +300,13 @@ where
     });
     match submitted {
         Ok(registration) => {
+            // Before the task can run: its settlement reaches the owner
+            // through the operation.
+            shared.set_owner_group(group.inner());
             let run = OperationRun::new(draining, future);
-            let id = group.launch(registration, run, |task| OperationSettlement {
-                task,
+            let id = group.launch(registration, run, |_, ticket| OperationSettlement {
                 operation: Arc::clone(shared),
+                ticket,
                 kind,
             });
             // Admitted before `wait_with_policy` closed admission, but

@@ -65,12 +65,31 @@ pub(crate) trait TrackedFuture<S: Settle> {
     fn poll_tracked(self: Pin<&mut Self>, settlement: &S, cx: &mut Context<'_>) -> Poll<S::Output>;
 }
 
+/// Where a registered task's record is: its slot and the low bits of its
+/// sequence (see [`SeqCheck`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket {
+    pub(crate) slot: u32,
+    pub(crate) check: SeqCheck,
+}
+
 /// The settlement ticket of one registered task.
 #[derive(Debug)]
 pub(crate) struct Settlement {
     pub(crate) group: Arc<GroupInner>,
     pub(crate) slot: u32,
     pub(crate) check: SeqCheck,
+}
+
+impl Settlement {
+    /// The ticket of a task of `group` (holds a reference to the group).
+    pub(crate) fn new(group: &Arc<GroupInner>, ticket: Ticket) -> Self {
+        Self {
+            group: Arc::clone(group),
+            slot: ticket.slot,
+            check: ticket.check,
+        }
+    }
 }
 
 impl Settle for Settlement {

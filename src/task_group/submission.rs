@@ -10,11 +10,11 @@ use tokio::time::Instant;
 use crate::error::{RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Ordering};
 use crate::task_group::completion::{
-    Plain, Settle, Settlement, Tracked, TrackedFuture, UntilCancelled,
+    Plain, Settle, Settlement, Ticket, Tracked, TrackedFuture, UntilCancelled,
 };
 use crate::task_group::identity::{TaskId, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
-use crate::task_group::{refusal_error, TaskGroup};
+use crate::task_group::{refusal_error, GroupInner, TaskGroup};
 use crate::ShutdownDeadline;
 
 /// Futures larger than this are boxed before they are wrapped and spawned, so
@@ -60,7 +60,7 @@ impl TaskGroup {
         F: TrackedFuture<Settlement> + Send + 'static,
     {
         let registration = self.register_task(name, kind, None, None)?;
-        Ok(self.launch(registration, future, |settlement| settlement))
+        Ok(self.launch(registration, future, Settlement::new))
     }
 
     /// [`spawn_tracked`](Self::spawn_tracked), returning the join handle to
@@ -76,12 +76,11 @@ impl TaskGroup {
         F: TrackedFuture<Settlement> + Send + 'static,
     {
         let registration = self.register_task(name, kind, None, None)?;
-        Ok(self.launch_as(
-            registration,
-            future,
-            |settlement| settlement,
-            |join| (TaskHandle::Abort(join.abort_handle()), join),
-        ))
+        Ok(
+            self.launch_as(registration, future, Settlement::new, |join| {
+                (TaskHandle::Abort(join.abort_handle()), join)
+            }),
+        )
     }
 
     /// Step 1 of a submission: registers the task (tagged with its
@@ -103,7 +102,8 @@ impl TaskGroup {
     }
 
     /// Step 2: hands a registered task to Tokio wrapped in [`Tracked`] with
-    /// the settlement `settle` builds, then installs its join handle in the
+    /// the settlement ticket `settle` builds (from the group and the task's
+    /// [`Ticket`]), then installs its join handle in the
     /// task's record (an abort requested in between is honoured there). On
     /// a runtime that is shutting down Tokio drops the future here, in the
     /// caller's thread: call this without holding locks the future's
@@ -112,7 +112,7 @@ impl TaskGroup {
         &self,
         registration: Registration,
         future: F,
-        settle: impl FnOnce(Settlement) -> S,
+        settle: impl FnOnce(&Arc<GroupInner>, Ticket) -> S,
     ) -> TaskId
     where
         F: TrackedFuture<S> + Send + 'static,
@@ -130,7 +130,7 @@ impl TaskGroup {
         &self,
         registration: Registration,
         future: F,
-        settle: impl FnOnce(Settlement) -> S,
+        settle: impl FnOnce(&Arc<GroupInner>, Ticket) -> S,
         handoff: impl FnOnce(JoinHandle<()>) -> (TaskHandle, R),
     ) -> (TaskId, R)
     where
@@ -139,11 +139,13 @@ impl TaskGroup {
     {
         let inner = &self.inner;
         let Registration { seq, slot } = registration;
-        let settlement = settle(Settlement {
-            group: Arc::clone(inner),
-            slot,
-            check: seq_check(seq),
-        });
+        let settlement = settle(
+            inner,
+            Ticket {
+                slot,
+                check: seq_check(seq),
+            },
+        );
         let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
         let (kept, given) = handoff(join);
         inner.gate.install(slot, seq, kept);

@@ -336,3 +336,45 @@ fn loom_an_idle_watcher_is_never_left_waiting() {
         assert!(saw_empty || notified, "the watcher would sleep forever");
     });
 }
+
+/// A task's start stamp racing its own settlement and the registration that
+/// may reuse its slot never lands on the new task: a stamp is published
+/// before its task's settlement and applied no later than it (stamps first
+/// within an application), and a stamp whose record is gone is dropped.
+#[test]
+fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        let (first_seq, first_slot) = register(&gate).expect("open");
+        // Under loom registrations rotate over the shards: the next one in
+        // the first task's shard comes after one per other shard.
+        for _ in 1..SHARDS {
+            register(&gate).expect("open");
+        }
+        let worker = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                gate.stamp(
+                    first_slot,
+                    seq_check(first_seq),
+                    tokio::time::Instant::now(),
+                );
+                gate.settle(first_slot, seq_check(first_seq), TaskResult::Completed);
+            })
+        };
+        // Applies what the worker published so far, and may reuse the
+        // first task's slot.
+        let (second_seq, _) = register(&gate).expect("open");
+        let started_of = |seq: u64| {
+            gate.snapshot(usize::MAX)
+                .listed
+                .into_iter()
+                .find(|task| task.seq == seq)
+                .map(|task| task.started)
+        };
+        assert_eq!(started_of(second_seq), Some(None), "never stamped");
+        worker.join().expect("worker thread");
+        assert_eq!(started_of(second_seq), Some(None), "never stamped");
+        assert_eq!(started_of(first_seq), None, "settled and removed");
+    });
+}

@@ -21,7 +21,8 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
 use crate::task_group::identity::TaskResult;
-use crate::task_group::registry::SeqCheck;
+use crate::task_group::registry::{SeqCheck, MAX_SLOTS};
+use crate::task_group::state::SHARDS;
 use crate::task_group::GroupInner;
 
 /// How a tracked future ended, decided by [`Tracked`].
@@ -53,9 +54,9 @@ pub(crate) trait Settle {
 
     fn finish(self, ending: Ending<Self::Output>);
 
-    /// Called once, when the task's first poll returned `Pending` (a task
-    /// that completes in its first poll never calls it).
-    fn first_pending(&self) {}
+    /// Called after every poll that returned `Pending` (a task that
+    /// completes in its first poll never calls it).
+    fn on_pending(&mut self) {}
 }
 
 /// A future run inside [`Tracked`]: polled with a reference to its own
@@ -72,6 +73,16 @@ pub(crate) struct Ticket {
     pub(crate) slot: u32,
     pub(crate) check: SeqCheck,
 }
+
+/// A gate slot (shard-local slot and shard index) fits in the low
+/// `SLOT_BITS` bits of a `u32`; a ticket keeps its own flags above them, so
+/// that it stays 16 bytes and adds nothing to the task's Tokio cell.
+const SLOT_BITS: u32 = 28;
+/// The slot bits of a ticket's slot word.
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+const _: () = assert!((MAX_SLOTS as u64) * (SHARDS as u64) <= 1 << SLOT_BITS);
+/// Set in a group task's slot word once its start time was published.
+const STAMPED: u32 = 1 << 31;
 
 /// The settlement ticket of one registered task.
 #[derive(Debug)]
@@ -97,14 +108,18 @@ impl Settle for Settlement {
 
     fn finish(self, ending: Ending<TaskResult>) {
         let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
-        self.group.settle(self.slot, self.check, result);
+        self.group.settle(self.slot & SLOT_MASK, self.check, result);
     }
 
-    /// A group task's start time is read here, on the worker that polls it,
-    /// not by the submitting thread: a task that completes in its first
-    /// poll never needs one (see `TaskInfo::started`).
-    fn first_pending(&self) {
-        self.group.stamp(self.slot, self.check);
+    /// A group task's start time is read at its first `Pending`, on the
+    /// worker that polls it, not by the submitting thread: a task that
+    /// completes in its first poll never needs one (see
+    /// `TaskInfo::started`). The ticket remembers that it published it.
+    fn on_pending(&mut self) {
+        if self.slot & STAMPED == 0 {
+            self.slot |= STAMPED;
+            self.group.stamp(self.slot & SLOT_MASK, self.check);
+        }
     }
 }
 
@@ -114,8 +129,6 @@ pin_project! {
         #[pin]
         future: Option<F>,
         settlement: Option<S>,
-        // Set by the first poll that returned `Pending`.
-        waited: bool,
     }
 
     impl<F, S: Settle> PinnedDrop for Tracked<F, S> {
@@ -138,7 +151,6 @@ impl<F, S: Settle> Tracked<F, S> {
         Self {
             future: Some(future),
             settlement: Some(settlement),
-            waited: false,
         }
     }
 }
@@ -160,9 +172,8 @@ where
         let polled = catch_unwind(AssertUnwindSafe(|| future.poll_tracked(settlement, cx)));
         let (returned, payload) = match polled {
             Ok(Poll::Pending) => {
-                if !*this.waited {
-                    *this.waited = true;
-                    settlement.first_pending();
+                if let Some(settlement) = this.settlement.as_mut() {
+                    settlement.on_pending();
                 }
                 return Poll::Pending;
             }

@@ -4,14 +4,15 @@
 //! task's own settlement is applied (see `state.rs`: a settlement is
 //! published first and applied before any reader looks). The table grows in
 //! fixed chunks that never move (growing never copies live records). A
-//! record is split into a 16-byte hot part (sequence, flags, abort handle)
-//! that every spawn, abort and settlement touches, and a cold part (name,
-//! kind, start time) that only registration and reports touch. Slots are
+//! record is split into a 24-byte hot part (sequence, flags, the task's
+//! join or abort handle) that every spawn, abort and settlement touches,
+//! and a cold part (name, kind, start time, operation) that only
+//! registration, start stamps and reports touch. Slots are
 //! reused; the per-group sequence number (never reused) is stored in the
 //! record, so a stale [`TaskId`](crate::TaskId) never matches a newer task in
 //! the same slot.
 //!
-//! While the table is open, the abort handles of removed records wait in a
+//! While the table is open, the handles of removed records wait in a
 //! small ring ([`RETAINED_HANDLES`] at most) and every registration takes
 //! one out to drop after its lock. A handle is the last reference to the
 //! finished task's Tokio cell, so the cell is freed on the submitting
@@ -66,9 +67,8 @@ const OWNED_NAME: u64 = 1 << 60;
 /// Sequence bits of an occupied slot's state word.
 pub(crate) const SEQ_MASK: u64 = OWNED_NAME - 1;
 
-/// The hot part of a task's record, 16 bytes: touched by every spawn,
-/// abort and settlement. Four fit in a cache line, so tasks that settle in
-/// spawn order share lines.
+/// The hot part of a task's record, 24 bytes: touched by every spawn,
+/// abort and settlement. Tasks that settle in spawn order share lines.
 #[derive(Debug)]
 pub(crate) struct TaskRecord<H> {
     /// `VACANT | next free`, or flags | sequence.
@@ -149,7 +149,7 @@ pub(crate) type OperationTag = std::num::NonZeroU64;
 pub(crate) struct Removed<H> {
     pub(crate) abort_requested: bool,
     pub(crate) deadline_aborted: bool,
-    /// The abort handle to drop: the removed record's once the table is
+    /// The handle to drop: the removed record's once the table is
     /// sealed, or the oldest kept one when the ring is full.
     pub(crate) handle: Option<H>,
     /// Chunks and kept handles the table gave back: the caller drops them
@@ -197,7 +197,7 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 }
 
 const NO_FREE: u32 = u32::MAX;
-/// Removed records' abort handles one table keeps for its registrations to
+/// Removed records' handles one table keeps for its registrations to
 /// drop: as many as a settler applies at once (`state::SETTLER_APPLY`).
 pub(crate) const RETAINED_HANDLES: usize = 128;
 /// Handles an emptied table keeps (the rest go with the emptying removal).
@@ -206,10 +206,10 @@ const IDLE_RETAINED_HANDLES: usize = 16;
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// Slots per chunk. Chunks never move, so growing the table never copies
-/// live records. 14 slots (16-byte hot and 56-byte cold parts) keep a chunk
+/// live records. 12 slots (24-byte hot and 56-byte cold parts) keep a chunk
 /// under 1 KiB, the size from which glibc's allocator starts consolidating
 /// freed blocks.
-const CHUNK_SLOTS: usize = 14;
+const CHUNK_SLOTS: usize = 12;
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
 /// A table at least this large compacts when a quarter or less of its slots

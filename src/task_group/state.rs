@@ -50,7 +50,7 @@
 //! releases it before applying (table lock, then settle lock).
 //!
 //! The Tokio handoff happens after the table lock is released; an abort
-//! requested before the abort handle is installed is recorded in the record
+//! requested before the task's handle is installed is recorded in the record
 //! and honoured by [`Gate::install`]. Aborts are requested under the table
 //! lock with the handle left in its record (aborting only schedules the
 //! task; its settlement takes the settle lock, and the table lock only
@@ -516,7 +516,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         }
     }
 
-    /// Installs the abort handle of a registered task, honouring an abort
+    /// Installs the handle (join or abort) of a registered task, honouring an abort
     /// requested in between. A task whose settlement was already applied
     /// drops the handle; one whose settlement is pending keeps it in its
     /// record until the settlement is applied.

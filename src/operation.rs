@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::{Arc, AtomicU64, Ordering, StaticAtomicU64};
+use crate::loom::{Arc, Ordering, StaticAtomicU64};
 use crate::task_group::{GroupInner, TaskKind};
 
 pub(crate) use gate::OperationGate;
@@ -51,14 +51,14 @@ static NEXT_OPERATION_ID: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 /// The state every view of one operation shares.
 ///
-/// `repr(C)` keeps the fields every task touches (the gate's state word,
-/// then the outcome counters, `Completed` first) next to each other and to
-/// the reference counts, so a settlement finds them in one or two cache
-/// lines.
+/// `repr(C)` keeps the fields every settlement writes (the gate's state
+/// word, then the outcome counters, `Completed` first) next to each other
+/// and to the reference counts, on one cache line; what submissions only
+/// read (the owner binding, the aborting mark, the deadline) follows on
+/// the next (see `OperationGate`).
 #[repr(C)]
 pub(crate) struct OperationShared {
     pub(crate) gate: OperationGate,
-    outcomes: [AtomicU64; 6],
     id: NonZeroU64,
     deadline: Option<Instant>,
     /// Woken on cancellation (tasks) and on becoming idle (waiters); both
@@ -104,7 +104,7 @@ impl OperationShared {
     /// Publishes the outcome of one accepted task whose owner record is
     /// already removed: count, observe, then release (waking idle waiters).
     pub(crate) fn publish(&self, kind: TaskKind, outcome: OperationOutcome) {
-        self.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        self.gate.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
         if let Some(observer) = self.observer.get() {
             let observed = catch_unwind(AssertUnwindSafe(|| observer.on_outcome(kind, outcome)));
             if observed.is_err() {
@@ -200,7 +200,6 @@ impl OperationContext {
                 gate: OperationGate::default(),
                 deadline,
                 notify: Arc::new(Notify::new()),
-                outcomes: Default::default(),
                 observer: OnceLock::new(),
                 token: OnceLock::new(),
                 owner_group: OnceLock::new(),
@@ -304,14 +303,14 @@ impl OperationContext {
         OperationOutcome::ALL.map(|outcome| {
             (
                 outcome,
-                self.shared.outcomes[outcome.index()].load(Ordering::Relaxed),
+                self.shared.gate.outcomes[outcome.index()].load(Ordering::Relaxed),
             )
         })
     }
 
     /// The counter of one outcome.
     pub fn outcome_count(&self, outcome: OperationOutcome) -> u64 {
-        self.shared.outcomes[outcome.index()].load(Ordering::Relaxed)
+        self.shared.gate.outcomes[outcome.index()].load(Ordering::Relaxed)
     }
 
     /// Installs the outcome observer.

@@ -28,7 +28,7 @@
 //! The owner binding is a group id written once, under `bind`, by the first
 //! submission the owner group accepted.
 
-use crate::loom::{AtomicU64, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 const CLOSED: u64 = 1 << 63;
 const CANCELLED: u64 = 1 << 62;
@@ -56,7 +56,16 @@ pub(crate) enum Refused {
 #[repr(C)]
 pub(crate) struct OperationGate {
     state: AtomicU64,
+    /// The operation's six outcome counters (owned by `OperationShared`),
+    /// kept on the state word's cache line: every settlement writes both.
+    /// What a submission only reads (the owner, the aborting mark) comes
+    /// after them, on a line settlements do not write, so a submission
+    /// does not wait for the line a completing worker just took.
+    pub(crate) outcomes: [AtomicU64; 6],
     owner: AtomicU64,
+    /// Set (with the `ABORTING` bit) by [`start_aborting`](Self::start_aborting):
+    /// the submitter's check after registering reads this, off the hot line.
+    aborting: AtomicBool,
     /// Serialises the first (binding) submission with other first
     /// submissions and with the installation of an outcome observer.
     bind: Mutex<()>,
@@ -155,12 +164,16 @@ impl OperationGate {
     /// the abort walk passed sees the mark (SeqCst, after registering) and
     /// aborts its own task, so a hard stop misses no task.
     pub(crate) fn start_aborting(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
         self.state.fetch_or(CLOSED | ABORTING, Ordering::SeqCst);
     }
 
-    /// True once [`start_aborting`](Self::start_aborting) ran.
+    /// True once [`start_aborting`](Self::start_aborting) ran. The mark is
+    /// stored before the stop walks the owner's tables, and a submitter
+    /// reads it after registering under a table lock the walk also takes:
+    /// either the walk sees the task or the submitter sees the mark.
     pub(crate) fn is_aborting(&self) -> bool {
-        self.state.load(Ordering::SeqCst) & ABORTING != 0
+        self.aborting.load(Ordering::SeqCst)
     }
 
     /// Closes admission. Running tasks are unaffected.

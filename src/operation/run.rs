@@ -295,6 +295,12 @@ where
     // inline (a runtime shutting down), running user destructors and
     // observers that may call back into this operation. The task is
     // launched after the lock is released.
+    //
+    // The task's reference to the operation is taken right before the
+    // admission: both write the operation's first cache line, which the
+    // settlements of earlier tasks keep taking to their workers, so the
+    // submitting thread fetches it once (a refused submission drops it).
+    let reference = Arc::clone(shared);
     let submitted = shared.gate.submit(group.id().as_u64(), || {
         group.register_task(name, kind, Some(now), Some(shared.id()))
     });
@@ -305,7 +311,7 @@ where
             shared.set_owner_group(group.inner());
             let run = OperationRun::new(draining, future);
             let id = group.launch(registration, run, |_, ticket| OperationSettlement {
-                operation: Arc::clone(shared),
+                operation: reference,
                 ticket,
                 kind,
             });

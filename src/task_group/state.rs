@@ -244,9 +244,6 @@ struct ShardState<H> {
     next_local: u64,
     table: TaskTable<H>,
     counters: SettleCounters,
-    /// The list pending stamps are swapped with when applied (empty between
-    /// applications; keeps its capacity).
-    stamp_spare: Vec<PendingStamp>,
 }
 
 impl<H> Shard<H> {
@@ -268,51 +265,40 @@ impl<H> ShardState<H> {
     /// Applies the stamps and settlements pending on `side` (the caller
     /// holds this table's lock): writes start times, then removes each
     /// settled record and counts its result. The settle lock is held only
-    /// to swap the stamp list and to copy out a batch of settlements at a
-    /// time, so settlers are not held up by the removals.
+    /// to copy out a batch of each at a time, so settlers are not held up
+    /// by the removals, and both lists keep their capacity. Everything
+    /// published before the last batch is applied before this returns
+    /// (under the table lock throughout, so a stamp that finds its record
+    /// removed finds the slot vacant and is dropped).
     fn apply_pending(&mut self, side: &SettleSide, graveyard: &mut Graveyard<H>) {
         // Filled only when something is pending: a read with nothing to
         // apply costs one settle-lock round trip and no copy.
-        let mut buffer = None;
-        let mut stamps = std::mem::take(&mut self.stamp_spare);
+        let mut settled = None;
+        let mut stamped = None;
         loop {
-            let (taken, more) = {
+            let (settled_count, stamped_count, more) = {
                 let mut pending = side.pending.lock();
-                if !pending.stamps.is_empty() {
-                    std::mem::swap(&mut pending.stamps, &mut stamps);
-                }
-                if pending.entries.is_empty() {
-                    (0, false)
-                } else {
-                    let batch = buffer.get_or_insert(
-                        [PendingSettle {
-                            local: 0,
-                            check: 0,
-                            result: TaskResult::Completed,
-                        }; APPLY_BATCH],
-                    );
-                    let count = pending.entries.len().min(APPLY_BATCH);
-                    let rest = pending.entries.len() - count;
-                    batch[..count].copy_from_slice(&pending.entries[rest..]);
-                    pending.entries.truncate(rest);
-                    (count, rest > 0)
-                }
+                let settled_count = take_batch(&mut pending.entries, &mut settled);
+                let stamped_count = take_batch(&mut pending.stamps, &mut stamped);
+                let more = !pending.entries.is_empty() || !pending.stamps.is_empty();
+                (settled_count, stamped_count, more)
             };
             // Stamps first: a task both stamped and settled is then just
-            // removed (a stamp for a removed record is ignored).
-            for stamp in stamps.drain(..) {
-                self.table.stamp(stamp.local, stamp.check, stamp.at);
+            // removed.
+            if let Some(batch) = &stamped {
+                for stamp in &batch[..stamped_count] {
+                    self.table.stamp(stamp.local, stamp.check, stamp.at);
+                }
             }
-            if let Some(batch) = &buffer {
-                for entry in &batch[..taken] {
+            if let Some(batch) = &settled {
+                for entry in &batch[..settled_count] {
                     self.apply(*entry, graveyard);
                 }
             }
             if !more {
-                break;
+                return;
             }
         }
-        self.stamp_spare = stamps;
     }
 
     /// Removes one settled task's record and counts its result.
@@ -340,6 +326,20 @@ impl<H> ShardState<H> {
             graveyard.push(removed);
         }
     }
+}
+
+/// Moves up to [`APPLY_BATCH`] entries from the end of `list` into
+/// `buffer` (created on first use) and returns how many.
+fn take_batch<T: Copy>(list: &mut Vec<T>, buffer: &mut Option<[T; APPLY_BATCH]>) -> usize {
+    let Some(&first) = list.first() else {
+        return 0;
+    };
+    let batch = buffer.get_or_insert([first; APPLY_BATCH]);
+    let count = list.len().min(APPLY_BATCH);
+    let rest = list.len() - count;
+    batch[..count].copy_from_slice(&list[rest..]);
+    list.truncate(rest);
+    count
 }
 
 /// A listed live task, copied out of a shard for a report.
@@ -424,7 +424,6 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         next_local: 0,
                         table: TaskTable::new(),
                         counters: SettleCounters::default(),
-                        stamp_spare: Vec::new(),
                     }),
                 },
                 settle: SettleSide {

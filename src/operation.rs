@@ -52,10 +52,12 @@ static NEXT_OPERATION_ID: StaticAtomicU64 = StaticAtomicU64::new(0);
 /// The state every view of one operation shares.
 ///
 /// `repr(C)` keeps the fields every settlement writes (the gate's state
-/// word, then the outcome counters, `Completed` first) next to each other
-/// and to the reference counts, on one cache line; what submissions only
-/// read (the owner binding, the aborting mark, the deadline) follows on
-/// the next (see `OperationGate`).
+/// word, then the outcome counters, `Completed` first) right after the
+/// reference counts; what submissions only read (the owner binding, the
+/// aborting mark, the deadline) starts 72 bytes after the state word, so it
+/// never shares a 64-byte cache line with the reference counts, the state
+/// word or the `Completed` counter, whatever the allocation's alignment
+/// (see `OperationGate`).
 #[repr(C)]
 pub(crate) struct OperationShared {
     pub(crate) gate: OperationGate,
@@ -149,6 +151,9 @@ impl fmt::Debug for OperationShared {
 /// and live in that group, tagged with the operation. The first accepted
 /// submission binds the operation to its group (the *owner*); a submission
 /// or wait with another group fails with [`RuntimeOperation::OperationOwner`].
+/// A bound operation holds a reference to its owner group (its tasks reach
+/// the owner through it), so the group lives, and stays listed under its
+/// parent, until every clone of the operation is dropped as well.
 ///
 /// Admission is refused with kind `Closed` (operation
 /// [`RuntimeOperation::SpawnOperation`]) after

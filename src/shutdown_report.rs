@@ -41,7 +41,9 @@ pub struct TaskSnapshot {
     /// operation task; for other group tasks, since the end of the first
     /// poll that returned `Pending` (the submitting thread reads no clock
     /// for them, and a task that completes in its first poll never needs
-    /// a start time). Zero for a group task Tokio has not polled yet.
+    /// a start time). Zero for a group task whose first poll has not
+    /// returned yet: one Tokio has not polled, or one blocked inside its
+    /// first poll.
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
     pub elapsed: Duration,
 }

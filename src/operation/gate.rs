@@ -57,10 +57,12 @@ pub(crate) enum Refused {
 pub(crate) struct OperationGate {
     state: AtomicU64,
     /// The operation's six outcome counters (owned by `OperationShared`),
-    /// kept on the state word's cache line: every settlement writes both.
-    /// What a submission only reads (the owner, the aborting mark) comes
-    /// after them, on a line settlements do not write, so a submission
-    /// does not wait for the line a completing worker just took.
+    /// next to the state word: every settlement writes both. What a
+    /// submission only reads (the owner, the aborting mark) comes after
+    /// them, at least 64 bytes past the state word, the reference counts
+    /// and the `Completed` counter, so a submission's reads never wait for
+    /// the line a completing worker just wrote (only the rarely written
+    /// `Aborted` counter can share their line).
     pub(crate) outcomes: [AtomicU64; 6],
     owner: AtomicU64,
     /// Set (with the `ABORTING` bit) by [`start_aborting`](Self::start_aborting):

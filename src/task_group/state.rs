@@ -119,15 +119,19 @@ const ABORT_BATCH: u32 = 256;
 /// loom, so the models reach this path). Until then the submitting thread
 /// applies them (every [`REGISTER_APPLY_EVERY`] registrations), so the
 /// records stay in its cache; this bounds what a shard whose submitter went
-/// quiet keeps pending (each pending record still holds its task's abort
-/// handle, and so the task's Tokio cell).
+/// quiet keeps pending (each pending record still holds its task's handle,
+/// and so the task's Tokio cell).
 #[cfg(not(loom))]
 pub(crate) const SETTLER_APPLY: usize = 128;
 #[cfg(loom)]
 pub(crate) const SETTLER_APPLY: usize = 2;
 
-/// Pending settlements copied out per settle-lock hold when applying.
+/// Pending settlements (and stamps) copied out per settle-lock hold when
+/// applying (one under loom, so the models reach the loop).
+#[cfg(not(loom))]
 const APPLY_BATCH: usize = 64;
+#[cfg(loom)]
+const APPLY_BATCH: usize = 1;
 
 /// Every this many registrations in a shard, the registration applies the
 /// shard's pending settlements first (under loom: every registration). The
@@ -703,9 +707,11 @@ impl<H: AbortTarget, C> Gate<H, C> {
         if shard_idle {
             self.apply_pending(home);
         } else if batch_full {
-            // A full batch waits if the table is busy: its holder (a walk,
-            // a report, a registration) applies it or the next settlement
-            // tries again. An idle shard is applied at once (it trims).
+            // A full batch does not wait for a busy table: it stays
+            // pending until a reader or walk applies it (they apply
+            // first), the next 32nd registration, or the next settlement
+            // that finds the lock free (bounded by the shard's live tasks).
+            // An idle shard is applied at once (it trims).
             self.try_apply_pending(home);
         }
         SettleEffect { idle, poisoned_now }

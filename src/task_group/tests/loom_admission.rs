@@ -378,3 +378,49 @@ fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
         assert_eq!(started_of(first_seq), None, "settled and removed");
     });
 }
+
+/// A settler whose batch fills while a reader holds the table lock leaves
+/// the batch pending (`try_lock`) instead of waiting; nothing is lost or
+/// counted twice: the reader, or the report after it, applies it.
+#[test]
+fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
+    loom::model(|| {
+        let gate = Arc::new(TestGate::new(OPEN));
+        // Registrations rotate over the shards under loom: three tasks land
+        // in shard 0 (two settle, one stays live so the shard never goes
+        // idle and the settler takes the batch path).
+        let mut first_shard = Vec::new();
+        for index in 0..(2 * SHARDS + 1) {
+            let registered = register(&gate).expect("open");
+            if index % SHARDS == 0 {
+                first_shard.push(registered);
+            }
+        }
+        let (live_seq, live_slot) = first_shard[2];
+        let settled = [first_shard[0], first_shard[1]];
+        let settler = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || {
+                let (seq, slot) = settled[0];
+                gate.stamp(slot, seq_check(seq), tokio::time::Instant::now());
+                for (seq, slot) in settled {
+                    let effect = gate.settle(slot, seq_check(seq), TaskResult::Completed);
+                    assert!(!effect.idle, "a live task remains");
+                }
+            })
+        };
+        // Holds shard 0's table lock while it applies what is pending.
+        assert!(gate.contains(live_slot, live_seq));
+        settler.join().expect("settler thread");
+        for (seq, slot) in settled {
+            assert!(!gate.contains(slot, seq), "applied once the lock was free");
+        }
+        let snapshot = gate.snapshot(usize::MAX);
+        assert_eq!(
+            snapshot.counters.completed, 2,
+            "each settlement counted once"
+        );
+        assert_eq!(snapshot.live, 2 * SHARDS as u64 - 1);
+        assert_eq!(gate.len(), 2 * SHARDS - 1);
+    });
+}

@@ -84,12 +84,12 @@ const _: () = assert!((MAX_SLOTS as u64) * (SHARDS as u64) <= 1 << SLOT_BITS);
 /// Set in a group task's slot word once its start time was published.
 const STAMPED: u32 = 1 << 31;
 
-/// The settlement ticket of one registered task.
+/// The settlement ticket of one registered task: its group and where its
+/// record is (the ticket's `slot` also carries the `STAMPED` flag).
 #[derive(Debug)]
 pub(crate) struct Settlement {
     pub(crate) group: Arc<GroupInner>,
-    pub(crate) slot: u32,
-    pub(crate) check: SeqCheck,
+    ticket: Ticket,
 }
 
 impl Settlement {
@@ -97,8 +97,7 @@ impl Settlement {
     pub(crate) fn new(group: &Arc<GroupInner>, ticket: Ticket) -> Self {
         Self {
             group: Arc::clone(group),
-            slot: ticket.slot,
-            check: ticket.check,
+            ticket,
         }
     }
 }
@@ -108,7 +107,8 @@ impl Settle for Settlement {
 
     fn finish(self, ending: Ending<TaskResult>) {
         let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
-        self.group.settle(self.slot & SLOT_MASK, self.check, result);
+        let Ticket { slot, check } = self.ticket;
+        self.group.settle(slot & SLOT_MASK, check, result);
     }
 
     /// A group task's start time is read at its first `Pending`, on the
@@ -116,9 +116,10 @@ impl Settle for Settlement {
     /// completes in its first poll never needs one (see
     /// `TaskInfo::started`). The ticket remembers that it published it.
     fn on_pending(&mut self) {
-        if self.slot & STAMPED == 0 {
-            self.slot |= STAMPED;
-            self.group.stamp(self.slot & SLOT_MASK, self.check);
+        let ticket = &mut self.ticket;
+        if ticket.slot & STAMPED == 0 {
+            ticket.slot |= STAMPED;
+            self.group.stamp(ticket.slot & SLOT_MASK, ticket.check);
         }
     }
 }

@@ -27,6 +27,16 @@ fn register(gate: &TestGate) -> Result<(u64, u32), Refusal> {
     gate.register(TaskName::from("task"), TaskKind::Worker, None, None)
 }
 
+/// Registers `count` tasks in shard 0, each followed by one task in every
+/// other shard (registrations rotate over the shards under loom), so the
+/// next registration lands in shard 0 again. Returns the shard-0 tasks.
+fn register_in_first_shard(gate: &TestGate, count: usize) -> Vec<(u64, u32)> {
+    (0..count * SHARDS)
+        .map(|_| register(gate).expect("open"))
+        .step_by(SHARDS)
+        .collect()
+}
+
 /// A spawn racing a shutdown is either registered before the seal (and then
 /// aborted by the shutdown, whether or not its handle was installed yet) or
 /// rejected with `Closed`: never lost, never registered after the seal.
@@ -345,12 +355,7 @@ fn loom_an_idle_watcher_is_never_left_waiting() {
 fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
-        let (first_seq, first_slot) = register(&gate).expect("open");
-        // Under loom registrations rotate over the shards: the next one in
-        // the first task's shard comes after one per other shard.
-        for _ in 1..SHARDS {
-            register(&gate).expect("open");
-        }
+        let (first_seq, first_slot) = register_in_first_shard(&gate, 1)[0];
         let worker = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
@@ -386,16 +391,9 @@ fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
 fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
-        // Registrations rotate over the shards under loom: three tasks land
-        // in shard 0 (two settle, one stays live so the shard never goes
-        // idle and the settler takes the batch path).
-        let mut first_shard = Vec::new();
-        for index in 0..(2 * SHARDS + 1) {
-            let registered = register(&gate).expect("open");
-            if index % SHARDS == 0 {
-                first_shard.push(registered);
-            }
-        }
+        // Three tasks in shard 0: two settle, one stays live so the shard
+        // never goes idle and the settler takes the batch path.
+        let first_shard = register_in_first_shard(&gate, 3);
         let (live_seq, live_slot) = first_shard[2];
         let settled = [first_shard[0], first_shard[1]];
         let settler = {
@@ -420,7 +418,7 @@ fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
             snapshot.counters.completed, 2,
             "each settlement counted once"
         );
-        assert_eq!(snapshot.live, 2 * SHARDS as u64 - 1);
-        assert_eq!(gate.len(), 2 * SHARDS - 1);
+        assert_eq!(snapshot.live, 3 * SHARDS as u64 - 2);
+        assert_eq!(gate.len(), 3 * SHARDS - 2);
     });
 }

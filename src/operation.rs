@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::{Arc, Ordering, StaticAtomicU64};
+use crate::loom::{Arc, Mutex, Ordering, StaticAtomicU64, Weak};
 use crate::task_group::{GroupInner, TaskKind};
 
 pub(crate) use gate::OperationGate;
@@ -70,11 +70,24 @@ pub(crate) struct OperationShared {
     /// Created by the first `cancellation_token()` call (tasks do not need
     /// it: they watch the gate's flag and `notify`).
     token: OnceLock<CancellationToken>,
-    /// The owner group, set by the first accepted submission before its
-    /// task is handed to Tokio. The operation's tasks reach their owner
-    /// through it, so a task holds one reference (to the operation), not
-    /// two; an operation bound to a group keeps that group alive.
-    owner_group: OnceLock<Arc<GroupInner>>,
+    /// The owner group (weakly) and its cancellation token, set by the
+    /// first accepted submission before its task is handed to Tokio. The
+    /// operation's tasks reach their owner through it, so a task holds one
+    /// reference (to the operation), not two.
+    owner: OnceLock<BoundOwner>,
+    /// The owner group, held while the operation has accepted tasks (see
+    /// `OperationGate::hold_owner`): it keeps the group alive for them, and
+    /// an idle operation keeps no group alive.
+    hold: Mutex<Option<Arc<GroupInner>>>,
+}
+
+/// The owner group of a bound operation, as its tasks reach it.
+#[derive(Debug)]
+struct BoundOwner {
+    group: Weak<GroupInner>,
+    /// The owner's cancellation token (a clone: it keeps the token, not the
+    /// group, alive), watched by the operation's non-draining tasks.
+    token: CancellationToken,
 }
 
 impl OperationShared {
@@ -86,15 +99,27 @@ impl OperationShared {
         self.deadline
     }
 
-    /// The owner group, once a submission was accepted.
-    pub(crate) fn owner_group(&self) -> Option<&Arc<GroupInner>> {
-        self.owner_group.get()
+    /// The owner group, for an accepted task that is not yet released
+    /// (the operation holds the group for it, so this never fails then).
+    pub(crate) fn owner_group(&self) -> Option<Arc<GroupInner>> {
+        self.owner.get().and_then(|owner| owner.group.upgrade())
     }
 
-    /// Records the owner group of an accepted submission (the first one
-    /// stores it; the gate has already bound the operation to it).
-    pub(crate) fn set_owner_group(&self, group: &Arc<GroupInner>) -> &Arc<GroupInner> {
-        self.owner_group.get_or_init(|| Arc::clone(group))
+    /// The owner group's cancellation token, once a submission was accepted.
+    pub(crate) fn owner_token(&self) -> Option<&CancellationToken> {
+        self.owner.get().map(|owner| &owner.token)
+    }
+
+    /// After an accepted submission whose admission found the owner not
+    /// held: holds `group` for the operation's tasks and records it as the
+    /// owner (the first time; the gate has already bound the operation to
+    /// it). Call before the task is handed to Tokio.
+    pub(crate) fn hold_owner(&self, group: &Arc<GroupInner>) {
+        self.gate.hold_owner(&self.hold, || Arc::clone(group));
+        self.owner.get_or_init(|| BoundOwner {
+            group: Arc::downgrade(group),
+            token: group.token().clone(),
+        });
     }
 
     /// True once the deadline has passed.
@@ -120,11 +145,24 @@ impl OperationShared {
         self.release();
     }
 
-    /// Releases one admission and wakes idle waiters if it was the last.
+    /// Releases one admission and wakes idle waiters if it was the last;
+    /// an operation that became idle gives its owner group back (dropped
+    /// last, after the wake-up: it may be the group's last reference).
     pub(crate) fn release(&self) {
-        if self.gate.release() {
+        let released = self.gate.release(&self.hold);
+        if released.notify {
             self.notify.notify_waiters();
         }
+        drop(released.owner);
+    }
+
+    /// [`OperationGate::submit`] with this operation's owner slot.
+    pub(crate) fn submit<R, E>(
+        &self,
+        group: u64,
+        register: impl FnOnce() -> Result<R, E>,
+    ) -> Result<gate::Accepted<R>, gate::Submission<E>> {
+        self.gate.submit(group, &self.hold, register)
     }
 }
 
@@ -151,9 +189,10 @@ impl fmt::Debug for OperationShared {
 /// and live in that group, tagged with the operation. The first accepted
 /// submission binds the operation to its group (the *owner*); a submission
 /// or wait with another group fails with [`RuntimeOperation::OperationOwner`].
-/// A bound operation holds a reference to its owner group (its tasks reach
-/// the owner through it), so the group lives, and stays listed under its
-/// parent, until every clone of the operation is dropped as well.
+/// While it has accepted tasks that are not settled, an operation holds a
+/// reference to its owner group (its tasks reach the owner through it); an
+/// idle operation holds none, so a bound operation never keeps an idle
+/// group alive or listed under its parent.
 ///
 /// Admission is refused with kind `Closed` (operation
 /// [`RuntimeOperation::SpawnOperation`]) after
@@ -207,7 +246,8 @@ impl OperationContext {
                 notify: Arc::new(Notify::new()),
                 observer: OnceLock::new(),
                 token: OnceLock::new(),
-                owner_group: OnceLock::new(),
+                owner: OnceLock::new(),
+                hold: Mutex::new(None),
             }),
             kind,
         }

@@ -75,6 +75,49 @@ async fn completed_outcome_and_no_task_group() {
     assert_eq!(op.active_task_count(), 0);
 }
 
+/// A bound operation holds its owner group only while it has accepted
+/// tasks (invariants 29 and 35): with a task running, dropping the group's
+/// last handle leaves the group listed under its parent (the task still
+/// settles into it); once the operation is idle the group is unregistered,
+/// although the operation lives on.
+#[tokio::test(start_paused = true)]
+async fn a_bound_operation_keeps_its_owner_only_while_it_has_tasks() {
+    let harness = harness("ops");
+    let root = harness.root_group().clone();
+    let before = root.component_count();
+    let owner = root.try_child("owner").expect("open");
+    assert_eq!(root.component_count(), before + 1);
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (started_tx, started) = oneshot::channel::<()>();
+    let (release, released) = oneshot::channel::<()>();
+    owner
+        .spawn_operation(&op, "holds-the-owner", async move {
+            let _ = started_tx.send(());
+            let _ = released.await;
+        })
+        .expect("open");
+    drop(owner);
+    guard("start", started).await.expect("the task runs");
+    assert_eq!(
+        root.component_count(),
+        before + 1,
+        "a running task keeps its owner group"
+    );
+    release.send(()).expect("the task waits");
+    guard("idle", async {
+        while op.active_task_count() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(
+        root.component_count(),
+        before,
+        "an idle operation keeps no group alive"
+    );
+    assert_eq!(counts(&op), [(OperationOutcome::Completed, 1)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn cancelled_outcome_drops_the_future() {
     let harness = harness("ops");
@@ -160,6 +203,28 @@ async fn owner_cancelled_outcome_wins_over_operation_cancellation() {
         .await
         .expect("owner"));
     assert_eq!(counts(&parked), [(OperationOutcome::OwnerCancelled, 1)]);
+    // Both due before a parked task's next poll (its wake-ups armed): the
+    // owner still wins, in either order of the two cancellations.
+    for owner_first in [true, false] {
+        let parent = harness.root_group().try_child("parent").expect("open");
+        let group = parent.try_child("owner").expect("open");
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        group
+            .spawn_operation(&op, "parked", std::future::pending())
+            .expect("open");
+        tokio::task::yield_now().await;
+        if owner_first {
+            group.cancel();
+            op.cancel();
+        } else {
+            op.cancel();
+            group.cancel();
+        }
+        assert!(guard("wait", op.wait(&group, Duration::from_secs(1)))
+            .await
+            .expect("owner"));
+        assert_eq!(counts(&op), [(OperationOutcome::OwnerCancelled, 1)]);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -180,6 +245,49 @@ async fn panicked_outcome_poisons_the_owner() {
     assert_eq!(refused.kind(), RuntimeErrorKind::Poisoned);
     assert_eq!(op.active_task_count(), 0, "the refusal was rolled back");
     assert_eq!(counts(&op), [(OperationOutcome::Panicked, 1)]);
+}
+
+/// A panic while an operation task's future is destroyed makes its outcome
+/// `Panicked` (invariant 38: a panic in poll or drop), however the task
+/// stopped: here one that completed and one that a wait aborted. A panic is
+/// never hidden behind the reason the task stopped.
+#[tokio::test(start_paused = true)]
+async fn a_panic_while_the_future_is_destroyed_is_panicked() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("destructor failed");
+        }
+    }
+    let harness = harness("ops");
+    for aborted in [false, true] {
+        let group = harness.root_group().try_child("owner").expect("open");
+        let op = OperationContext::without_deadline(TaskKind::Worker);
+        let guard_value = PanicsOnDrop;
+        // Borrowed, not moved into the body: dropped with the future.
+        group
+            .spawn_operation(&op, "panics-when-destroyed", async move {
+                let _borrowed = &guard_value;
+                if aborted {
+                    std::future::pending::<()>().await;
+                }
+            })
+            .expect("open");
+        tokio::task::yield_now().await;
+        let settled = if aborted {
+            op.wait_until(&group, ShutdownDeadline::after(Duration::ZERO))
+                .await
+                .expect("owner");
+            guard("destroyed", until_settled(&group)).await;
+            true
+        } else {
+            guard("wait", op.wait(&group, Duration::from_secs(1)))
+                .await
+                .expect("owner")
+        };
+        assert!(settled);
+        assert_eq!(counts(&op), [(OperationOutcome::Panicked, 1)]);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -262,6 +370,47 @@ async fn draining_operation_still_stops_at_its_deadline() {
     assert_eq!(counts(&op), [(OperationOutcome::DeadlineExceeded, 1)]);
 }
 
+/// A draining operation that ignores its owner's cancellation is still
+/// bounded by a wait (which aborts it) and by the owner's shutdown deadline
+/// (invariant 43; README: "task-group shutdown still bound it").
+#[tokio::test(start_paused = true)]
+async fn draining_operation_is_still_aborted_by_a_wait_and_by_shutdown() {
+    let harness = harness("ops");
+    let group = harness.root_group().try_child("owner").expect("open");
+    let waited = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_draining_operation(&waited, "drain", std::future::pending())
+        .expect("open");
+    group.cancel();
+    tokio::task::yield_now().await;
+    assert_eq!(
+        waited.active_task_count(),
+        1,
+        "owner cancellation is ignored"
+    );
+    let deadline = ShutdownDeadline::after(Duration::from_secs(2));
+    assert!(!waited.wait_until(&group, deadline).await.expect("owner"));
+    guard("aborted", until_settled(&group)).await;
+    assert_eq!(counts(&waited), [(OperationOutcome::Aborted, 1)]);
+
+    let group = harness.root_group().try_child("shut-down").expect("open");
+    let shut = OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn_draining_operation(&shut, "drain", std::future::pending())
+        .expect("open");
+    tokio::task::yield_now().await;
+    let started = Instant::now();
+    let report = guard("shutdown", group.shutdown(Duration::from_secs(3))).await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(3),
+        "bounded by its deadline"
+    );
+    assert_eq!(report.timed_out, 1, "{}", report.to_json());
+    assert_eq!(shut.active_task_count(), 0);
+    assert_eq!(counts(&shut), [(OperationOutcome::Aborted, 1)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn refused_submissions_change_no_counter() {
     let harness = harness("ops");
@@ -283,10 +432,13 @@ async fn refused_submissions_change_no_counter() {
         assert!(counts(&op).is_empty());
     }
     let expired = op_in(Duration::ZERO);
+    let tasks = group.task_count();
     let error = group
         .spawn_operation(&expired, "refused", async {})
         .expect_err("expired");
     assert_eq!(error.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(group.task_count(), tasks);
+    assert_eq!(expired.active_task_count(), 0);
     assert!(counts(&expired).is_empty());
     // A group that refuses (shut down) rolls the admission back.
     let closed = harness.root_group().try_child("closed").expect("open");
@@ -392,6 +544,50 @@ async fn until_first_gone(group: &TaskGroup, id: rocketmq_runtime::TaskId) {
     .await;
 }
 
+/// `wait(timeout)` counts its confirmation second from `timeout`, not from
+/// the moment it noticed the timeout: a waiter woken late (here two seconds
+/// late, by one jump of the paused clock) aborts and returns without adding
+/// a second of its own, although the operation stays active (the aborted
+/// task's destructor submits another task).
+#[tokio::test(start_paused = true)]
+async fn a_late_wait_adds_no_confirmation_beyond_timeout_plus_one_second() {
+    struct SubmitsOnDrop(TaskGroup, OperationContext);
+    impl Drop for SubmitsOnDrop {
+        fn drop(&mut self) {
+            self.0
+                .spawn_operation(&self.1, "accepted-after-the-abort", std::future::pending())
+                .expect("wait does not close admission");
+        }
+    }
+    let harness = harness("ops");
+    let group = harness.root_group().clone();
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let on_drop = SubmitsOnDrop(group.clone(), op.clone());
+    group
+        .spawn_operation(&op, "aborted-at-the-timeout", async move {
+            let _on_drop = on_drop;
+            std::future::pending::<()>().await;
+        })
+        .expect("open");
+    let waiter = tokio::spawn({
+        let (op, group) = (op.clone(), group.clone());
+        async move { op.wait(&group, Duration::from_secs(1)).await }
+    });
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let woken = Instant::now();
+    let settled = guard("wait", waiter).await.expect("waiter task");
+    assert!(!settled.expect("owner"), "a task was aborted");
+    assert_eq!(
+        Instant::now(),
+        woken,
+        "no confirmation window past timeout + 1 s"
+    );
+    assert_eq!(op.active_task_count(), 1, "the late task still runs");
+    op.cancel();
+    guard("cancelled", until_settled(&group)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn waits_never_return_after_their_deadline() {
     let harness = harness("ops");
@@ -462,6 +658,10 @@ fn wait_returns_within_timeout_plus_one_second_when_destruction_hangs() {
             }
         });
         entered.wait();
+        // Invariant 39: while the future is still being destroyed, nothing
+        // is published and the task still counts.
+        assert_eq!(op.active_task_count(), 1);
+        assert!(counts(&op).is_empty(), "{:?}", counts(&op));
         assert!(!result.expect("owner"));
         assert!(
             elapsed >= timeout + Duration::from_secs(1) - Duration::from_millis(50),
@@ -563,10 +763,35 @@ fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
         );
         unblock.send(()).expect("task waits");
     }
+    // Invariant 41: the owner's shutdown report accounts for a task that a
+    // wait left unconfirmed (still blocked when the owner shuts down).
+    let reported = group.try_child("reported").expect("open");
+    let op = OperationContext::without_deadline(TaskKind::Worker);
+    let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    reported
+        .spawn_operation(&op, "blocks-in-poll", async move {
+            entered_tx.send(()).expect("test waits");
+            let _ = blocked.recv();
+        })
+        .expect("open");
+    entered_rx.recv().expect("task entered its poll");
+    let report = owner.block_on({
+        let (op, reported) = (op.clone(), reported.clone());
+        async move {
+            let deadline = ShutdownDeadline::after(Duration::from_millis(100));
+            assert!(!op.wait_until(&reported, deadline).await.expect("owner"));
+            reported.shutdown(Duration::from_millis(100)).await
+        }
+    });
+    unblock.send(()).expect("task waits");
+    assert_eq!(report.leaked, 1, "{}", report.to_json());
+    assert!(!report.is_healthy());
+    // Only that group's (cached) report counts a task past its deadline.
     let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
     assert_eq!(
         tree_sum(&report, |node| node.timed_out),
-        0,
+        1,
         "{}",
         report.to_json()
     );
@@ -751,8 +976,8 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
                     for _ in 0..OPERATIONS / 4 {
                         let op = OperationContext::without_deadline(TaskKind::Worker);
                         for _ in 0..ROUNDS {
-                            group.spawn_operation(&op, "req", async {}).expect("open");
-                            group
+                            let first = group.spawn_operation(&op, "req", async {}).expect("open");
+                            let second = group
                                 .spawn_draining_operation(&op, "req", tokio::task::yield_now())
                                 .expect("open");
                             if !op
@@ -763,6 +988,8 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
                                 failed_waits.fetch_add(1, Ordering::Relaxed);
                             }
                             assert_eq!(op.active_task_count(), 0);
+                            // Invariant 40: the owner lists neither task.
+                            assert!(!group.contains_task(first) && !group.contains_task(second));
                         }
                         ops.push(op);
                     }

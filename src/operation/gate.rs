@@ -7,7 +7,8 @@
 //! | 63 `CLOSED` | admission is closed (`close_admission`, `cancel`, `wait_with_policy`) |
 //! | 62 `CANCELLED` | the operation is cancelled (implies `CLOSED`) |
 //! | 61 `ABORTING` | `wait_with_policy` is aborting the tasks (implies `CLOSED`) |
-//! | 32..61 | idle watchers (waits in progress) |
+//! | 60 `HELD` | the operation holds its owner group (see below) |
+//! | 32..60 | idle watchers (waits in progress) |
 //! | 0..32 | accepted tasks whose settlement has not been published |
 //!
 //! An admission is one compare-and-swap that adds one only while `CLOSED`
@@ -27,14 +28,26 @@
 //!
 //! The owner binding is a group id written once, under `bind`, by the first
 //! submission the owner group accepted.
+//!
+//! An operation holds a reference to its owner group only while it has
+//! accepted tasks: their settlements reach the owner through it. The
+//! reference lives in a slot beside the gate, and `HELD` says it is there.
+//! A submission whose admission found `HELD` clear stores it (under the
+//! slot's lock) before its task is handed to Tokio; the release that makes
+//! the operation idle takes it back, under the same lock, with a
+//! compare-and-swap that clears `HELD` only while the count is zero. So an
+//! accepted task always finds the reference (its own admission keeps the
+//! count above zero until it is released), and an idle operation keeps no
+//! group alive.
 
 use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 const CLOSED: u64 = 1 << 63;
 const CANCELLED: u64 = 1 << 62;
 const ABORTING: u64 = 1 << 61;
+const HELD: u64 = 1 << 60;
 const WATCHER: u64 = 1 << 32;
-const WATCHERS: u64 = (ABORTING - 1) & !ACTIVE;
+const WATCHERS: u64 = (HELD - 1) & !ACTIVE;
 const ACTIVE: u64 = WATCHER - 1;
 /// No owner group bound yet (group ids start at 1).
 const UNBOUND: u64 = 0;
@@ -77,17 +90,23 @@ impl OperationGate {
     /// Admits one task unless admission is closed or the operation is bound
     /// to a group other than `group`; on success `register` runs (with the
     /// task already counted). If `register` fails the admission is rolled
-    /// back (`Err(Ok(e))`, and `release` tells whether to notify). The first
-    /// successful registration binds the operation to `group`.
-    pub(crate) fn submit<R, E>(
+    /// back (`Err(Failed)`, whose `notify` tells whether to wake idle
+    /// waiters; an owner reference the rollback took from `hold` is dropped
+    /// here, while the caller still holds the group). The first successful
+    /// registration binds the operation to `group`.
+    ///
+    /// When the result's `owner_held` is false, the caller must
+    /// [`hold_owner`](Self::hold_owner) before it hands the task to Tokio.
+    pub(crate) fn submit<R, E, T>(
         &self,
         group: u64,
+        hold: &Mutex<Option<T>>,
         register: impl FnOnce() -> Result<R, E>,
-    ) -> Result<R, Submission<E>> {
+    ) -> Result<Accepted<R>, Submission<E>> {
         debug_assert_ne!(group, UNBOUND);
         let owner = self.owner.load(Ordering::Acquire);
         if owner == group {
-            return self.admit_and(register);
+            return self.admit_and(hold, register);
         }
         if owner != UNBOUND {
             return Err(Submission::Refused(Refused::WrongOwner));
@@ -98,21 +117,33 @@ impl OperationGate {
             owner if owner == group => {}
             _ => return Err(Submission::Refused(Refused::WrongOwner)),
         }
-        let registered = self.admit_and(register)?;
+        let accepted = self.admit_and(hold, register)?;
         self.owner.store(group, Ordering::Release);
-        Ok(registered)
+        Ok(accepted)
     }
 
-    fn admit_and<R, E>(&self, register: impl FnOnce() -> Result<R, E>) -> Result<R, Submission<E>> {
-        self.admit().map_err(Submission::Refused)?;
-        register().map_err(|error| Submission::Failed {
-            error,
-            notify: self.release(),
-        })
+    fn admit_and<R, E, T>(
+        &self,
+        hold: &Mutex<Option<T>>,
+        register: impl FnOnce() -> Result<R, E>,
+    ) -> Result<Accepted<R>, Submission<E>> {
+        let owner_held = self.admit().map_err(Submission::Refused)?;
+        match register() {
+            Ok(registered) => Ok(Accepted {
+                registered,
+                owner_held,
+            }),
+            Err(error) => {
+                let Released { notify, owner } = self.release(hold);
+                drop(owner);
+                Err(Submission::Failed { error, notify })
+            }
+        }
     }
 
-    /// Counts one accepted task unless admission is closed.
-    fn admit(&self) -> Result<(), Refused> {
+    /// Counts one accepted task unless admission is closed; true when the
+    /// operation already held its owner (`HELD` was set).
+    fn admit(&self) -> Result<bool, Refused> {
         let mut state = self.state.load(Ordering::SeqCst);
         loop {
             if state & CLOSED != 0 {
@@ -127,18 +158,58 @@ impl OperationGate {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(state & HELD != 0),
                 Err(current) => state = current,
             }
         }
     }
 
-    /// Releases one accepted task (after its outcome is counted). True when
-    /// this made the operation idle while someone watches: notify then.
-    pub(crate) fn release(&self) -> bool {
+    /// After an admission that found `HELD` clear: stores the owner
+    /// reference (`owner`) unless another submission already did, and sets
+    /// `HELD`. The count includes the caller's admission, so no release can
+    /// take the reference back before that task is released.
+    pub(crate) fn hold_owner<T>(&self, hold: &Mutex<Option<T>>, owner: impl FnOnce() -> T) {
+        let mut slot = hold.lock();
+        if slot.is_none() {
+            *slot = Some(owner());
+        }
+        self.state.fetch_or(HELD, Ordering::SeqCst);
+    }
+
+    /// Releases one accepted task (after its outcome is counted). `notify`
+    /// is true when this made the operation idle while someone watches;
+    /// `owner` is the owner reference when this made it idle and no
+    /// admission came in between (drop it once nothing else is locked: it
+    /// may be the group's last reference).
+    pub(crate) fn release<T>(&self, hold: &Mutex<Option<T>>) -> Released<T> {
         let previous = self.state.fetch_sub(1, Ordering::SeqCst);
         debug_assert!(previous & ACTIVE != 0, "release without admission");
-        previous & ACTIVE == 1 && previous & WATCHERS != 0
+        let idle = previous & ACTIVE == 1;
+        let mut released = Released {
+            notify: idle && previous & WATCHERS != 0,
+            owner: None,
+        };
+        if idle && previous & HELD != 0 {
+            let mut slot = hold.lock();
+            let mut state = self.state.load(Ordering::SeqCst);
+            // An admission that found `HELD` set counts on the reference:
+            // clear it only while nothing is admitted.
+            while state & ACTIVE == 0 && state & HELD != 0 {
+                match self.state.compare_exchange_weak(
+                    state,
+                    state & !HELD,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                ) {
+                    Ok(_) => {
+                        released.owner = slot.take();
+                        break;
+                    }
+                    Err(current) => state = current,
+                }
+            }
+        }
+        released
     }
 
     /// Closes admission (with `cancel`, also marks the operation cancelled)
@@ -241,6 +312,26 @@ impl OperationGate {
     }
 }
 
+/// A submission [`OperationGate::submit`] accepted.
+#[derive(Debug)]
+pub(crate) struct Accepted<R> {
+    /// What the registration returned.
+    pub(crate) registered: R,
+    /// False when the caller must [`OperationGate::hold_owner`] before the
+    /// task can run.
+    pub(crate) owner_held: bool,
+}
+
+/// What [`OperationGate::release`] tells its caller.
+#[derive(Debug)]
+#[must_use = "notify idle waiters and drop the owner reference"]
+pub(crate) struct Released<T> {
+    /// The operation became idle while someone watches.
+    pub(crate) notify: bool,
+    /// The owner reference, taken back because the operation became idle.
+    pub(crate) owner: Option<T>,
+}
+
 /// The failure of [`OperationGate::submit`].
 #[derive(Debug)]
 pub(crate) enum Submission<E> {
@@ -265,13 +356,22 @@ impl Drop for IdleWatch<'_> {
 mod tests {
     use super::*;
 
+    fn submit<E>(
+        gate: &OperationGate,
+        group: u64,
+        register: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Accepted<()>, Submission<E>> {
+        gate.submit(group, &Mutex::new(None::<u8>), register)
+    }
+
     #[test]
     fn admission_counts_until_closed_and_rolls_back_refusals() {
         let gate = OperationGate::default();
-        assert!(gate.submit(7, || Ok::<_, ()>(())).is_ok());
+        let none = Mutex::new(None::<u8>);
+        assert!(submit(&gate, 7, || Ok::<_, ()>(())).is_ok());
         assert_eq!(gate.active(), 1);
         assert_eq!(gate.owner(), Some(7));
-        match gate.submit(7, || Err::<(), _>("group closed")) {
+        match submit(&gate, 7, || Err("group closed")) {
             Err(Submission::Failed { error, notify }) => {
                 assert_eq!(error, "group closed");
                 assert!(!notify, "nobody watches");
@@ -280,20 +380,23 @@ mod tests {
         }
         assert_eq!(gate.active(), 1, "a refused registration counts nothing");
         assert!(matches!(
-            gate.submit(8, || Ok::<_, ()>(())),
+            submit(&gate, 8, || Ok::<_, ()>(())),
             Err(Submission::Refused(Refused::WrongOwner))
         ));
         gate.close();
         assert!(matches!(
-            gate.submit(7, || Ok::<_, ()>(())),
+            submit(&gate, 7, || Ok::<_, ()>(())),
             Err(Submission::Refused(Refused::Closed))
         ));
         assert_eq!(gate.active(), 1);
         let watch = gate.watch();
         assert_eq!(gate.active(), 1, "watchers are not tasks");
-        assert!(gate.release(), "the last release notifies a watcher");
+        assert!(
+            gate.release(&none).notify,
+            "the last release notifies a watcher"
+        );
         drop(watch);
-        assert!(gate.submit(7, || Ok::<_, ()>(())).is_err());
+        assert!(submit(&gate, 7, || Ok::<_, ()>(())).is_err());
         assert_eq!(gate.active(), 0);
         assert!(gate.cancel());
         assert!(!gate.cancel(), "only the first cancel reports");
@@ -303,11 +406,34 @@ mod tests {
     #[test]
     fn a_failed_first_submission_does_not_bind() {
         let gate = OperationGate::default();
-        assert!(gate.submit(3, || Err::<(), _>(())).is_err());
+        assert!(submit(&gate, 3, || Err(())).is_err());
         assert_eq!(gate.owner(), None);
         assert_eq!(gate.before_first_submission(|| 1), Some(1));
-        assert!(gate.submit(4, || Ok::<_, ()>(())).is_ok());
+        assert!(submit(&gate, 4, || Ok::<_, ()>(())).is_ok());
         assert_eq!(gate.owner(), Some(4));
         assert_eq!(gate.before_first_submission(|| 1), None);
+    }
+
+    #[test]
+    fn the_owner_is_held_exactly_while_tasks_are_accepted() {
+        let gate = OperationGate::default();
+        let hold = Mutex::new(None::<&str>);
+        let first = gate.submit(1, &hold, || Ok::<_, ()>(())).expect("open");
+        assert!(!first.owner_held, "nothing holds the owner yet");
+        gate.hold_owner(&hold, || "group");
+        let second = gate.submit(1, &hold, || Ok::<_, ()>(())).expect("open");
+        assert!(second.owner_held);
+        assert_eq!(gate.release(&hold).owner, None, "one task still runs");
+        assert_eq!(*hold.lock(), Some("group"));
+        // A failed registration rolls back without touching the reference.
+        assert!(gate.submit(1, &hold, || Err::<(), _>(())).is_err());
+        assert_eq!(*hold.lock(), Some("group"));
+        assert_eq!(gate.release(&hold).owner, Some("group"), "idle: given back");
+        assert_eq!(*hold.lock(), None);
+        let again = gate.submit(1, &hold, || Ok::<_, ()>(())).expect("open");
+        assert!(!again.owner_held, "an idle operation held nothing");
+        gate.hold_owner(&hold, || "group");
+        assert_eq!(gate.release(&hold).owner, Some("group"));
+        assert_eq!(gate.active(), 0);
     }
 }

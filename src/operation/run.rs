@@ -180,7 +180,7 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
     ) -> Poll<OperationOutcome> {
         let this = self.project();
         let operation = &*settlement.operation;
-        let Some(owner) = operation.owner_group().map(|group| group.token()) else {
+        let Some(owner) = operation.owner_token() else {
             // Unreachable: the submission records the owner before the task
             // is handed to Tokio.
             return Poll::Ready(OperationOutcome::Aborted);
@@ -210,8 +210,8 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
 
 /// Settles an operation task: the owner accounts it, then the operation
 /// publishes the outcome and releases the admission. The owner is reached
-/// through the operation (see `OperationShared::owner_group`), so the
-/// ticket holds one reference.
+/// through the operation, which holds it while the task is accepted (see
+/// `OperationShared::hold`), so the ticket holds one reference.
 #[derive(Debug)]
 pub(crate) struct OperationSettlement {
     operation: Arc<OperationShared>,
@@ -301,14 +301,18 @@ where
     // settlements of earlier tasks keep taking to their workers, so the
     // submitting thread fetches it once (a refused submission drops it).
     let reference = Arc::clone(shared);
-    let submitted = shared.gate.submit(group.id().as_u64(), || {
+    let submitted = shared.submit(group.id().as_u64(), || {
         group.register_task(name, kind, Some(now), Some(shared.id()))
     });
     match submitted {
-        Ok(registration) => {
+        Ok(accepted) => {
+            let registration = accepted.registered;
             // Before the task can run: its settlement reaches the owner
-            // through the operation.
-            shared.set_owner_group(group.inner());
+            // through the operation, which holds the owner while it has
+            // accepted tasks.
+            if !accepted.owner_held {
+                shared.hold_owner(group.inner());
+            }
             let run = OperationRun::new(draining, future);
             let id = group.launch(registration, run, |_, ticket| OperationSettlement {
                 operation: reference,

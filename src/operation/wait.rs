@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::operation::{OperationContext, OperationWaitOutcome, OperationWaitPolicy};
+use crate::shutdown_deadline::saturating_add;
 use crate::task_group::submission::notified_until;
 use crate::task_group::TaskGroup;
 use crate::ShutdownDeadline;
@@ -55,9 +56,13 @@ impl OperationContext {
             return Ok(true);
         }
         self.abort_tasks(owner)?;
-        let _ = self
-            .settle_until(owner, ShutdownDeadline::after(ABORT_CONFIRMATION))
-            .await;
+        // Counted from the timeout, not from the abort: a late wake-up does
+        // not push the return past `timeout` + 1 s.
+        let confirmation = ShutdownDeadline::from_tokio(saturating_add(
+            deadline.tokio_instant(),
+            ABORT_CONFIRMATION,
+        ));
+        let _ = self.settle_until(owner, confirmation).await;
         Ok(false)
     }
 

@@ -8,10 +8,16 @@ use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::operation::gate::{OperationGate, Refused, Submission};
+use crate::loom::Mutex;
+use crate::operation::gate::{Accepted, OperationGate, Refused, Submission};
 
-fn submit(gate: &OperationGate, group: u64) -> Result<(), Submission<()>> {
-    gate.submit(group, || Ok::<_, ()>(()))
+/// The owner slot of models that do not look at it.
+fn no_owner() -> Mutex<Option<()>> {
+    Mutex::new(None)
+}
+
+fn submit(gate: &OperationGate, group: u64) -> Result<Accepted<()>, Submission<()>> {
+    gate.submit(group, &no_owner(), || Ok::<_, ()>(()))
 }
 
 /// A submission racing `close`: accepted exactly when counted, and nothing
@@ -48,17 +54,18 @@ fn loom_operation_completion_races_registration_and_a_waiter() {
             let notified = Arc::clone(&notified);
             thread::spawn(move || {
                 let task = gate
-                    .submit(1, || {
+                    .submit(1, &no_owner(), || {
                         // "Hand the task to Tokio": it may complete at once.
                         let gate = Arc::clone(&gate);
                         let notified = Arc::clone(&notified);
                         Ok::<_, ()>(thread::spawn(move || {
-                            if gate.release() {
+                            if gate.release(&no_owner()).notify {
                                 notified.store(true, Ordering::SeqCst);
                             }
                         }))
                     })
-                    .expect("open operation");
+                    .expect("open operation")
+                    .registered;
                 task.join().expect("task");
             })
         };
@@ -147,7 +154,7 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
         let submitter = {
             let (gate, owner) = (Arc::clone(&gate), Arc::clone(&owner));
             thread::spawn(move || {
-                let registered = gate.submit(1, || {
+                let registered = gate.submit(1, &no_owner(), || {
                     owner.register(
                         TaskName::from("task"),
                         TaskKind::Worker,
@@ -155,7 +162,11 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
                         Some(tag),
                     )
                 });
-                if let Ok((seq, slot)) = registered {
+                if let Ok(Accepted {
+                    registered: (seq, slot),
+                    ..
+                }) = registered
+                {
                     if gate.is_aborting() {
                         assert!(owner.abort(slot, seq));
                     }
@@ -172,6 +183,43 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
             aborted,
             u64::from(accepted),
             "an accepted task is always asked to abort"
+        );
+    });
+}
+
+/// The owner reference across two tasks whose lives overlap or not: each
+/// task, from its hand-off to its release, finds the reference (a
+/// submission that found it missing stores it before the hand-off), and
+/// once both are released the operation holds nothing. A release that
+/// cleared `HELD` without checking the count, or a submission that trusted
+/// a stale `HELD`, fails here.
+#[test]
+fn loom_operation_holds_its_owner_exactly_while_tasks_are_accepted() {
+    loom::model(|| {
+        let gate = Arc::new(OperationGate::default());
+        let hold = Arc::new(Mutex::new(None::<u8>));
+        let task = |gate: Arc<OperationGate>, hold: Arc<Mutex<Option<u8>>>| {
+            let accepted = gate
+                .submit(1, &hold, || Ok::<_, ()>(()))
+                .expect("open operation");
+            if !accepted.owner_held {
+                gate.hold_owner(&hold, || 7);
+            }
+            // The task runs and settles: its owner must be there.
+            assert_eq!(*hold.lock(), Some(7), "a running task finds its owner");
+            gate.release(&hold).owner
+        };
+        let other = {
+            let (gate, hold) = (Arc::clone(&gate), Arc::clone(&hold));
+            thread::spawn(move || task(gate, hold))
+        };
+        let mine = task(Arc::clone(&gate), Arc::clone(&hold));
+        let theirs = other.join().expect("other task");
+        assert_eq!(gate.active(), 0);
+        assert_eq!(*hold.lock(), None, "an idle operation holds no owner");
+        assert!(
+            mine.is_some() || theirs.is_some(),
+            "the release that made it idle took the owner back"
         );
     });
 }

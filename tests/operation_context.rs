@@ -11,7 +11,7 @@ use rocketmq_runtime::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
     OperationWaitPolicy, RuntimeErrorKind, RuntimeOperation, ShutdownDeadline, TaskGroup, TaskKind,
 };
-use support::{guard, harness, owner_with_group, tree_sum};
+use support::{guard, harness, owner_with_group, tree_sum, PanicsOnDrop};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -253,12 +253,6 @@ async fn panicked_outcome_poisons_the_owner() {
 /// never hidden behind the reason the task stopped.
 #[tokio::test(start_paused = true)]
 async fn a_panic_while_the_future_is_destroyed_is_panicked() {
-    struct PanicsOnDrop;
-    impl Drop for PanicsOnDrop {
-        fn drop(&mut self) {
-            panic!("destructor failed");
-        }
-    }
     let harness = harness("ops");
     for aborted in [false, true] {
         let group = harness.root_group().try_child("owner").expect("open");
@@ -723,6 +717,22 @@ async fn wait_with_policy_gives_each_result() {
     assert_eq!(counts(&op), [(OperationOutcome::Aborted, 1)]);
 }
 
+/// Spawns an operation task that blocks its worker inside `poll` and waits
+/// until it does; the task returns once the sender is used (or dropped).
+fn spawn_blocked_in_poll(group: &TaskGroup, op: &OperationContext) -> std::sync::mpsc::Sender<()> {
+    let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    group
+        .spawn_operation(op, "blocks-in-poll", async move {
+            entered_tx.send(()).expect("test waits");
+            // Blocks this worker inside `poll` until released.
+            let _ = blocked.recv();
+        })
+        .expect("open");
+    entered_rx.recv().expect("task entered its poll");
+    unblock
+}
+
 /// A task blocked inside `poll` cannot be aborted: on the real clock,
 /// `wait_until` and `cancel_and_wait_until` still return `false` no later
 /// than their deadline (plus scheduling slack).
@@ -731,16 +741,7 @@ fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
     let (owner, group) = owner_with_group("ops");
     for cancel in [false, true] {
         let op = OperationContext::without_deadline(TaskKind::Worker);
-        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
-        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-        group
-            .spawn_operation(&op, "blocks-in-poll", async move {
-                entered_tx.send(()).expect("test waits");
-                // Blocks this worker inside `poll` until released.
-                let _ = blocked.recv();
-            })
-            .expect("open");
-        entered_rx.recv().expect("task entered its poll");
+        let unblock = spawn_blocked_in_poll(&group, &op);
         let (result, deadline) = owner.block_on({
             let op = op.clone();
             let group = group.clone();
@@ -767,15 +768,7 @@ fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
     // wait left unconfirmed (still blocked when the owner shuts down).
     let reported = group.try_child("reported").expect("open");
     let op = OperationContext::without_deadline(TaskKind::Worker);
-    let (unblock, blocked) = std::sync::mpsc::channel::<()>();
-    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-    reported
-        .spawn_operation(&op, "blocks-in-poll", async move {
-            entered_tx.send(()).expect("test waits");
-            let _ = blocked.recv();
-        })
-        .expect("open");
-    entered_rx.recv().expect("task entered its poll");
+    let unblock = spawn_blocked_in_poll(&reported, &op);
     let report = owner.block_on({
         let (op, reported) = (op.clone(), reported.clone());
         async move {

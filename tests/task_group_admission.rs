@@ -10,7 +10,7 @@ use rocketmq_runtime::{
     RuntimeConfig, RuntimeErrorKind, RuntimeOperation, RuntimeOwner, TaskGroupLifecycleState,
     TaskKind, TaskName,
 };
-use support::{guard, harness};
+use support::{guard, harness, PanicsOnDrop};
 
 /// 8 threads × 10,000 spawns race one shutdown on a multi-thread runtime:
 /// every submission is either accepted (and then in the report) or rejected
@@ -130,17 +130,11 @@ async fn a_panicking_task_poisons_its_open_group_once() {
 
 #[tokio::test]
 async fn a_destructor_panic_is_a_panic() {
-    struct PanicOnDrop;
-    impl Drop for PanicOnDrop {
-        fn drop(&mut self) {
-            panic!("deliberate destructor panic");
-        }
-    }
     let ctx = harness("drop-panic");
     let group = ctx.root_group().try_child("svc").expect("open");
     let (_, handle) = group
         .spawn_with_handle("drops", TaskKind::Worker, async {
-            let _guard = PanicOnDrop;
+            let _guard = PanicsOnDrop;
         })
         .expect("open");
     let _ = guard("task", handle).await;

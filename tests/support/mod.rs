@@ -54,3 +54,14 @@ pub fn owner_with_group(
     let group = owner.root_context().component(name).task_group().clone();
     (owner, group)
 }
+
+/// Panics when dropped: held by a future, it makes the future's
+/// destruction panic.
+#[derive(Debug)]
+pub struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("deliberate destructor panic");
+    }
+}

@@ -115,10 +115,14 @@ impl OperationShared {
     /// owner (the first time; the gate has already bound the operation to
     /// it). Call before the task is handed to Tokio.
     pub(crate) fn hold_owner(&self, group: &Arc<GroupInner>) {
-        self.gate.hold_owner(&self.hold, || Arc::clone(group));
-        self.owner.get_or_init(|| BoundOwner {
-            group: Arc::downgrade(group),
-            token: group.token().clone(),
+        // Recorded before `HELD` is set (inside the gate's call): a later
+        // submission that finds `HELD` set skips this and relies on it.
+        self.gate.hold_owner(&self.hold, || {
+            self.owner.get_or_init(|| BoundOwner {
+                group: Arc::downgrade(group),
+                token: group.token().clone(),
+            });
+            Arc::clone(group)
         });
     }
 
@@ -192,7 +196,10 @@ impl fmt::Debug for OperationShared {
 /// While it has accepted tasks that are not settled, an operation holds a
 /// reference to its owner group (its tasks reach the owner through it); an
 /// idle operation holds none, so a bound operation never keeps an idle
-/// group alive or listed under its parent.
+/// group alive or listed under its parent. It keeps only a weak reference
+/// and the owner's cancellation token: when the group goes first, the
+/// group's allocation and its token stay until the operation's last clone
+/// is dropped.
 ///
 /// Admission is refused with kind `Closed` (operation
 /// [`RuntimeOperation::SpawnOperation`]) after

@@ -168,6 +168,10 @@ impl OperationGate {
     /// reference (`owner`) unless another submission already did, and sets
     /// `HELD`. The count includes the caller's admission, so no release can
     /// take the reference back before that task is released.
+    ///
+    /// `owner` runs before `HELD` is set: what it records (the owner as the
+    /// tasks reach it) is visible to every submission whose admission then
+    /// finds `HELD` set and skips this call, and so to its task.
     pub(crate) fn hold_owner<T>(&self, hold: &Mutex<Option<T>>, owner: impl FnOnce() -> T) {
         let mut slot = hold.lock();
         if slot.is_none() {

@@ -188,32 +188,41 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
 }
 
 /// The owner reference across two tasks whose lives overlap or not: each
-/// task, from its hand-off to its release, finds the reference (a
-/// submission that found it missing stores it before the hand-off), and
-/// once both are released the operation holds nothing. A release that
-/// cleared `HELD` without checking the count, or a submission that trusted
-/// a stale `HELD`, fails here.
+/// task, from its hand-off to its release, finds the reference and the
+/// owner as tasks reach it (`recorded`, written where
+/// `OperationShared::hold_owner` records it: inside the gate's call, before
+/// `HELD` is set), and once both are released the operation holds nothing.
+/// A release that cleared `HELD` without checking the count, a submission
+/// that trusted a stale `HELD`, or `HELD` set before the owner is recorded
+/// fails here.
 #[test]
 fn loom_operation_holds_its_owner_exactly_while_tasks_are_accepted() {
     loom::model(|| {
         let gate = Arc::new(OperationGate::default());
         let hold = Arc::new(Mutex::new(None::<u8>));
-        let task = |gate: Arc<OperationGate>, hold: Arc<Mutex<Option<u8>>>| {
-            let accepted = gate
-                .submit(1, &hold, || Ok::<_, ()>(()))
-                .expect("open operation");
-            if !accepted.owner_held {
-                gate.hold_owner(&hold, || 7);
-            }
-            // The task runs and settles: its owner must be there.
-            assert_eq!(*hold.lock(), Some(7), "a running task finds its owner");
-            gate.release(&hold).owner
-        };
+        let recorded = Arc::new(AtomicBool::new(false));
+        let task =
+            |gate: Arc<OperationGate>, hold: Arc<Mutex<Option<u8>>>, recorded: Arc<AtomicBool>| {
+                let accepted = gate
+                    .submit(1, &hold, || Ok::<_, ()>(()))
+                    .expect("open operation");
+                if !accepted.owner_held {
+                    gate.hold_owner(&hold, || {
+                        recorded.store(true, Ordering::Release);
+                        7
+                    });
+                }
+                // The task runs and settles: its owner must be there.
+                assert!(recorded.load(Ordering::Acquire), "the owner is recorded");
+                assert_eq!(*hold.lock(), Some(7), "a running task finds its owner");
+                gate.release(&hold).owner
+            };
         let other = {
-            let (gate, hold) = (Arc::clone(&gate), Arc::clone(&hold));
-            thread::spawn(move || task(gate, hold))
+            let (gate, hold, recorded) =
+                (Arc::clone(&gate), Arc::clone(&hold), Arc::clone(&recorded));
+            thread::spawn(move || task(gate, hold, recorded))
         };
-        let mine = task(Arc::clone(&gate), Arc::clone(&hold));
+        let mine = task(Arc::clone(&gate), Arc::clone(&hold), Arc::clone(&recorded));
         let theirs = other.join().expect("other task");
         assert_eq!(gate.active(), 0);
         assert_eq!(*hold.lock(), None, "an idle operation holds no owner");

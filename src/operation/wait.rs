@@ -52,7 +52,7 @@ impl OperationContext {
     pub async fn wait(&self, owner: &TaskGroup, timeout: Duration) -> RuntimeResult<bool> {
         self.check_owner(owner)?;
         let deadline = ShutdownDeadline::after(timeout);
-        if self.settle_until(owner, deadline).await {
+        if self.settle_until(owner, deadline).await == 0 {
             return Ok(true);
         }
         self.abort_tasks(owner)?;
@@ -62,7 +62,7 @@ impl OperationContext {
             deadline.tokio_instant(),
             ABORT_CONFIRMATION,
         ));
-        let _ = self.settle_until(owner, confirmation).await;
+        self.settle_until(owner, confirmation).await;
         Ok(false)
     }
 
@@ -86,7 +86,7 @@ impl OperationContext {
         deadline: ShutdownDeadline,
     ) -> RuntimeResult<bool> {
         self.check_owner(owner)?;
-        if self.settle_until(owner, deadline).await {
+        if self.settle_until(owner, deadline).await == 0 {
             return Ok(true);
         }
         self.abort_tasks(owner)?;
@@ -165,20 +165,20 @@ impl OperationContext {
         policy: OperationWaitPolicy,
     ) -> RuntimeResult<OperationWaitOutcome> {
         self.close_for(owner, false)?;
-        if self.settle_until(owner, policy.graceful()).await {
+        if self.settle_until(owner, policy.graceful()).await == 0 {
             return Ok(OperationWaitOutcome::Completed);
         }
         // Before the walk: a submission still registering aborts itself.
         self.shared().gate.start_aborting();
         self.abort_tasks(owner)?;
-        if self.settle_until(owner, policy.confirmation()).await {
-            return Ok(OperationWaitOutcome::AbortConfirmed);
-        }
-        // Read once: tasks may finish between the deadline and this read.
-        Ok(match self.active_task_count() {
-            0 => OperationWaitOutcome::AbortConfirmed,
-            remaining_tasks => OperationWaitOutcome::Unconfirmed { remaining_tasks },
-        })
+        // The count the wait saw once the confirmation deadline had passed:
+        // a task destroyed after that is not confirmed.
+        Ok(
+            match self.settle_until(owner, policy.confirmation()).await {
+                0 => OperationWaitOutcome::AbortConfirmed,
+                remaining_tasks => OperationWaitOutcome::Unconfirmed { remaining_tasks },
+            },
+        )
     }
 
     /// Fails unless `owner` is the bound owner (or nothing is bound yet,
@@ -217,16 +217,23 @@ impl OperationContext {
         Ok(owner.abort_operation_tasks(self.shared().id()))
     }
 
-    /// Waits until the active count is zero; false once `deadline` passes.
-    async fn settle_until(&self, owner: &TaskGroup, deadline: ShutdownDeadline) -> bool {
+    /// Waits until the active count is zero, until `deadline`. Returns the
+    /// count of its last check: zero once settled, otherwise the count it
+    /// read after `deadline` had passed.
+    async fn settle_until(&self, owner: &TaskGroup, deadline: ShutdownDeadline) -> usize {
         let shared = self.shared();
         let _watch = shared.gate.watch();
+        let mut last = 0;
         notified_until(
             &shared.notify,
             deadline,
             Some(owner.runtime_handle()),
-            || shared.gate.active() == 0,
+            || {
+                last = shared.gate.active();
+                last == 0
+            },
         )
-        .await
+        .await;
+        last
     }
 }

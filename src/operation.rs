@@ -70,24 +70,15 @@ pub(crate) struct OperationShared {
     /// Created by the first `cancellation_token()` call (tasks do not need
     /// it: they watch the gate's flag and `notify`).
     token: OnceLock<CancellationToken>,
-    /// The owner group (weakly) and its cancellation token, set by the
-    /// first accepted submission before its task is handed to Tokio. The
-    /// operation's tasks reach their owner through it, so a task holds one
-    /// reference (to the operation), not two.
-    owner: OnceLock<BoundOwner>,
+    /// The owner group, weakly, set by the first accepted submission before
+    /// its task is handed to Tokio. The operation's tasks reach their owner
+    /// through it (the hold keeps it valid while they are accepted), so a
+    /// task holds one reference (to the operation), not two.
+    owner: OnceLock<Weak<GroupInner>>,
     /// The owner group, held while the operation has accepted tasks (see
     /// `OperationGate::hold_owner`): it keeps the group alive for them, and
     /// an idle operation keeps no group alive.
     hold: Mutex<Option<Arc<GroupInner>>>,
-}
-
-/// The owner group of a bound operation, as its tasks reach it.
-#[derive(Debug)]
-struct BoundOwner {
-    group: Weak<GroupInner>,
-    /// The owner's cancellation token (a clone: it keeps the token, not the
-    /// group, alive), watched by the operation's non-draining tasks.
-    token: CancellationToken,
 }
 
 impl OperationShared {
@@ -102,12 +93,13 @@ impl OperationShared {
     /// The owner group, for an accepted task that is not yet released
     /// (the operation holds the group for it, so this never fails then).
     pub(crate) fn owner_group(&self) -> Option<Arc<GroupInner>> {
-        self.owner.get().and_then(|owner| owner.group.upgrade())
+        self.owner.get().and_then(Weak::upgrade)
     }
 
-    /// The owner group's cancellation token, once a submission was accepted.
-    pub(crate) fn owner_token(&self) -> Option<&CancellationToken> {
-        self.owner.get().map(|owner| &owner.token)
+    /// True once the owner group is cancelled (for an accepted task).
+    pub(crate) fn is_owner_cancelled(&self) -> bool {
+        self.owner_group()
+            .is_some_and(|group| group.token().is_cancelled())
     }
 
     /// After an accepted submission whose admission found the owner not
@@ -118,10 +110,7 @@ impl OperationShared {
         // Recorded before `HELD` is set (inside the gate's call): a later
         // submission that finds `HELD` set skips this and relies on it.
         self.gate.hold_owner(&self.hold, || {
-            self.owner.get_or_init(|| BoundOwner {
-                group: Arc::downgrade(group),
-                token: group.token().clone(),
-            });
+            self.owner.get_or_init(|| Arc::downgrade(group));
             Arc::clone(group)
         });
     }

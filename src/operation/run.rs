@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tokio::sync::futures::OwnedNotified;
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
@@ -108,13 +108,16 @@ impl WakeUps {
     fn arm(
         self: Pin<&mut Self>,
         draining: bool,
-        owner: &CancellationToken,
         operation: &OperationShared,
         cx: &mut Context<'_>,
     ) -> Option<OperationOutcome> {
         let mut this = self.project();
         if !draining && this.owner.is_none() {
-            this.owner.set(Some(owner.clone().cancelled_owned()));
+            this.owner.set(
+                operation
+                    .owner_group()
+                    .map(|group| group.token().clone().cancelled_owned()),
+            );
             if let Some(cancelled) = this.owner.as_mut().as_pin_mut() {
                 if cancelled.poll(cx).is_ready() {
                     return Some(OperationOutcome::OwnerCancelled);
@@ -135,7 +138,7 @@ impl WakeUps {
             if operation.gate.is_cancelled() {
                 // The owner's wake-up may have been armed on an earlier
                 // poll: its cancellation still outranks the operation's.
-                if !draining && owner.is_cancelled() {
+                if !draining && operation.is_owner_cancelled() {
                     return Some(OperationOutcome::OwnerCancelled);
                 }
                 return Some(OperationOutcome::Cancelled);
@@ -156,12 +159,8 @@ impl WakeUps {
 }
 
 /// The stop condition due before any wake-up is armed (first poll).
-fn due_now(
-    draining: bool,
-    owner: &CancellationToken,
-    operation: &OperationShared,
-) -> Option<OperationOutcome> {
-    if !draining && owner.is_cancelled() {
+fn due_now(draining: bool, operation: &OperationShared) -> Option<OperationOutcome> {
+    if !draining && operation.is_owner_cancelled() {
         Some(OperationOutcome::OwnerCancelled)
     } else if operation.gate.is_cancelled() {
         Some(OperationOutcome::Cancelled)
@@ -180,17 +179,12 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
     ) -> Poll<OperationOutcome> {
         let this = self.project();
         let operation = &*settlement.operation;
-        let Some(owner) = operation.owner_token() else {
-            // Unreachable: the submission records the owner before the task
-            // is handed to Tokio.
-            return Poll::Ready(OperationOutcome::Aborted);
-        };
         let draining = *this.draining;
         // Priority: owner cancellation (not when draining), operation
         // cancellation, the deadline, then the work.
         let due = match this.wakeups.as_mut() {
             Some(wakeups) => wakeups.as_mut().due(draining, operation, cx),
-            None => due_now(draining, owner, operation),
+            None => due_now(draining, operation),
         };
         if let Some(outcome) = due {
             return Poll::Ready(outcome);
@@ -201,7 +195,7 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
         let wakeups = this
             .wakeups
             .get_or_insert_with(|| Box::pin(WakeUps::default()));
-        match wakeups.as_mut().arm(draining, owner, operation, cx) {
+        match wakeups.as_mut().arm(draining, operation, cx) {
             Some(outcome) => Poll::Ready(outcome),
             None => Poll::Pending,
         }

@@ -185,10 +185,9 @@ impl fmt::Debug for OperationShared {
 /// While it has accepted tasks that are not settled, an operation holds a
 /// reference to its owner group (its tasks reach the owner through it); an
 /// idle operation holds none, so a bound operation never keeps an idle
-/// group alive or listed under its parent. It keeps only a weak reference
-/// and the owner's cancellation token: when the group goes first, the
-/// group's allocation and its token stay until the operation's last clone
-/// is dropped.
+/// group alive or listed under its parent. It keeps only a weak reference:
+/// when the group goes first, the group's allocation (not its state) stays
+/// until the operation's last clone is dropped.
 ///
 /// Admission is refused with kind `Closed` (operation
 /// [`RuntimeOperation::SpawnOperation`]) after

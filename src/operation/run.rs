@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tokio::sync::futures::OwnedNotified;
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
@@ -28,7 +28,7 @@ use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
 use crate::task_group::completion::{Ending, Settle, Ticket, TrackedFuture};
 use crate::task_group::submission::with_inline_limit;
-use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
+use crate::task_group::{GroupInner, TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
 
 pin_project! {
     /// The user future of one operation task. The owner group and the
@@ -104,20 +104,23 @@ impl WakeUps {
     }
 
     /// Arms the wake-ups not armed yet, in priority order; a stop condition
-    /// that became due meanwhile is returned.
+    /// that became due meanwhile is returned. `owner` is the owner group if
+    /// this poll already reached it.
     fn arm(
         self: Pin<&mut Self>,
         draining: bool,
+        owner: Option<&GroupInner>,
         operation: &OperationShared,
         cx: &mut Context<'_>,
     ) -> Option<OperationOutcome> {
         let mut this = self.project();
         if !draining && this.owner.is_none() {
-            this.owner.set(
-                operation
-                    .owner_group()
-                    .map(|group| group.token().clone().cancelled_owned()),
-            );
+            let token = match owner {
+                Some(group) => Some(group.token().clone()),
+                None => operation.owner_group().map(|group| group.token().clone()),
+            };
+            this.owner
+                .set(token.map(CancellationToken::cancelled_owned));
             if let Some(cancelled) = this.owner.as_mut().as_pin_mut() {
                 if cancelled.poll(cx).is_ready() {
                     return Some(OperationOutcome::OwnerCancelled);
@@ -158,9 +161,10 @@ impl WakeUps {
     }
 }
 
-/// The stop condition due before any wake-up is armed (first poll).
-fn due_now(draining: bool, operation: &OperationShared) -> Option<OperationOutcome> {
-    if !draining && operation.is_owner_cancelled() {
+/// The stop condition due before any wake-up is armed (first poll), with
+/// the owner group (`None` for a draining task, which has no owner branch).
+fn due_now(owner: Option<&GroupInner>, operation: &OperationShared) -> Option<OperationOutcome> {
+    if owner.is_some_and(|group| group.token().is_cancelled()) {
         Some(OperationOutcome::OwnerCancelled)
     } else if operation.gate.is_cancelled() {
         Some(OperationOutcome::Cancelled)
@@ -182,9 +186,15 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
         let draining = *this.draining;
         // Priority: owner cancellation (not when draining), operation
         // cancellation, the deadline, then the work.
+        // The first poll reaches the owner once, for its check and for
+        // arming the owner's wake-up.
+        let first_owner = match this.wakeups {
+            None if !draining => operation.owner_group(),
+            _ => None,
+        };
         let due = match this.wakeups.as_mut() {
             Some(wakeups) => wakeups.as_mut().due(draining, operation, cx),
-            None => due_now(draining, operation),
+            None => due_now(first_owner.as_deref(), operation),
         };
         if let Some(outcome) = due {
             return Poll::Ready(outcome);
@@ -195,7 +205,10 @@ impl<F: Future<Output = ()>> TrackedFuture<OperationSettlement> for OperationRun
         let wakeups = this
             .wakeups
             .get_or_insert_with(|| Box::pin(WakeUps::default()));
-        match wakeups.as_mut().arm(draining, operation, cx) {
+        match wakeups
+            .as_mut()
+            .arm(draining, first_owner.as_deref(), operation, cx)
+        {
             Some(outcome) => Poll::Ready(outcome),
             None => Poll::Pending,
         }

@@ -166,7 +166,7 @@ impl Case {
                 }
                 let report = tasks.shutdown(Duration::from_secs(30)).await;
                 let elapsed = start.elapsed();
-                assert_eq!(report.completed, n as u64, "every task completed");
+                assert_eq!(report.completed, n, "every task completed");
                 assert!(report.is_healthy(), "healthy report");
                 elapsed
             }
@@ -197,7 +197,7 @@ impl Case {
                 let start = Instant::now();
                 let report = services.shutdown(Duration::from_secs(60)).await;
                 let elapsed = start.elapsed();
-                assert_eq!(report.completed, n as u64, "every service returned");
+                assert_eq!(report.completed, n, "every service returned");
                 assert!(report.is_healthy(), "healthy report");
                 elapsed
             }
@@ -240,7 +240,7 @@ impl Case {
                 let elapsed = start.elapsed();
                 assert_eq!(
                     report.aborted + report.leaked,
-                    n as u64,
+                    n,
                     "every task aborted or still being destroyed"
                 );
                 elapsed

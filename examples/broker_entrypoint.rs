@@ -216,7 +216,7 @@ fn start_broker(
     let handled = Arc::new(AtomicU64::new(0));
     // A critical service: a panic, or a return before cancellation, is
     // recorded and fails the broker (see `main`).
-    worker.task_group().spawn_critical_service("request-worker", failures, async move {
+    worker.task_group().spawn_critical_service("request-worker", failures.clone(), async move {
         let mut in_flight: Vec<OperationContext> = Vec::new();
         loop {
             tokio::select! {

@@ -307,6 +307,9 @@ impl TaskGroup {
     /// Spawns a task whose panic (while polled or dropped) is recorded in
     /// `state`; a normal return is not a failure.
     ///
+    /// `state` is taken by value: it is a cheap handle, so pass a clone
+    /// (`failures.clone()`) to keep one for the monitor.
+    ///
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn).
@@ -315,7 +318,7 @@ impl TaskGroup {
         &self,
         name: impl Into<TaskName>,
         kind: TaskKind,
-        state: &CriticalFailureState,
+        state: CriticalFailureState,
         future: F,
     ) -> RuntimeResult<TaskId>
     where
@@ -326,7 +329,7 @@ impl TaskGroup {
             kind,
             Critical {
                 future: Some(future),
-                state: state.clone(),
+                state,
                 task_kind: kind,
                 owner: None,
             },
@@ -335,7 +338,8 @@ impl TaskGroup {
 
     /// Spawns a service whose panic, or return before this group is
     /// cancelled, is recorded in `state`; a return after cancellation
-    /// records nothing.
+    /// records nothing. `state` is taken by value, like
+    /// [`spawn_critical`](Self::spawn_critical).
     ///
     /// # Errors
     ///
@@ -344,7 +348,7 @@ impl TaskGroup {
     pub fn spawn_critical_service<F>(
         &self,
         name: impl Into<TaskName>,
-        state: &CriticalFailureState,
+        state: CriticalFailureState,
         future: F,
     ) -> RuntimeResult<TaskId>
     where
@@ -355,7 +359,7 @@ impl TaskGroup {
             TaskKind::Service,
             Critical {
                 future: Some(future),
-                state: state.clone(),
+                state,
                 task_kind: TaskKind::Service,
                 owner: Some(self.cancellation_token()),
             },

@@ -120,28 +120,28 @@ pub struct ShutdownReport {
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
     pub elapsed: Duration,
     /// Tasks whose future returned.
-    pub completed: u64,
+    pub completed: usize,
     /// Tasks dropped because their owner was cancelled.
-    pub cancelled: u64,
+    pub cancelled: usize,
     /// Tasks destroyed by an abort (explicit or at the deadline).
-    pub aborted: u64,
+    pub aborted: usize,
     /// Failures reported by shutdown steps.
-    pub failed: u64,
+    pub failed: usize,
     /// Tasks that panicked while polled or dropped.
-    pub panicked: u64,
+    pub panicked: usize,
     /// Tasks this shutdown aborted at its deadline, plus `leaked`.
-    pub timed_out: u64,
+    pub timed_out: usize,
     /// Tasks still registered when the report was assembled.
-    pub leaked: u64,
+    pub leaked: usize,
     /// Blocking closures that may still execute.
-    pub blocking_still_running: u64,
+    pub blocking_still_running: usize,
     /// One report per child group.
     pub children: Vec<ShutdownReport>,
     /// Up to [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT) snapshots
     /// of tasks still registered.
     pub remaining_tasks: Vec<TaskSnapshot>,
     /// Tasks still registered beyond those listed in `remaining_tasks`.
-    pub remaining_tasks_omitted: u64,
+    pub remaining_tasks_omitted: usize,
     /// Blocking submissions that were running or timed out but still running.
     pub blocking_tasks: Vec<BlockingTaskSnapshot>,
     /// Notes explaining the evidence.
@@ -240,8 +240,9 @@ impl ShutdownReport {
     /// `"spawn_blocking tasks may continue after timeout; see blocking_still_running"`.
     /// A non-zero merge therefore makes the report unhealthy.
     pub fn merge_blocking(&mut self, snapshot: BlockingExecutorSnapshot) {
-        let still_running = u64::try_from(snapshot.blocking_still_running).unwrap_or(u64::MAX);
-        self.blocking_still_running = self.blocking_still_running.saturating_add(still_running);
+        self.blocking_still_running = self
+            .blocking_still_running
+            .saturating_add(snapshot.blocking_still_running);
         self.blocking_tasks.extend(
             snapshot
                 .tasks
@@ -411,7 +412,7 @@ mod tests {
     fn merge_blocking_keeps_only_still_running_tasks() {
         let blocking = |id, state| BlockingTaskSnapshot {
             id: BlockingTaskId::new(id),
-            name: Arc::from("fsync"),
+            name: "fsync".to_owned(),
             kind: BlockingKind::ShortIo,
             state,
             elapsed: Duration::from_secs(2),

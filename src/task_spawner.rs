@@ -73,7 +73,7 @@ macro_rules! delegate_spawns {
             &self,
             name: impl Into<crate::TaskName>,
             kind: crate::TaskKind,
-            state: &crate::CriticalFailureState,
+            state: crate::CriticalFailureState,
             future: F,
         ) -> crate::RuntimeResult<crate::TaskId>
         where
@@ -92,7 +92,7 @@ macro_rules! delegate_spawns {
         pub fn spawn_critical_service<F>(
             &self,
             name: impl Into<crate::TaskName>,
-            state: &crate::CriticalFailureState,
+            state: crate::CriticalFailureState,
             future: F,
         ) -> crate::RuntimeResult<crate::TaskId>
         where

@@ -28,7 +28,7 @@ async fn a_panicking_critical_service_under_each_recovery() {
             .expect("monitor");
         // Through the context itself (CONTRACTS 1.3 delegates the spawns).
         component
-            .spawn_critical_service("replicator", &failures, async {
+            .spawn_critical_service("replicator", failures.clone(), async {
                 panic!("replication broke")
             })
             .expect("spawned");
@@ -105,7 +105,7 @@ async fn the_shutdown_reason_reaches_the_owner_report() {
         .expect("monitor");
     tree.service_context("broker")
         .task_group()
-        .spawn_critical_service("replicator", &failures, async {
+        .spawn_critical_service("replicator", failures.clone(), async {
             panic!("replication broke")
         })
         .expect("spawned");
@@ -163,16 +163,18 @@ async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
     let group = context.task_group().clone();
     let failures = CriticalFailureState::new();
     group
-        .spawn_critical_service("early-exit", &failures, async {})
+        .spawn_critical_service("early-exit", failures.clone(), async {})
         .expect("spawned");
     let token = group.cancellation_token();
     group
-        .spawn_critical_service("orderly", &failures, async move { token.cancelled().await })
+        .spawn_critical_service("orderly", failures.clone(), async move {
+            token.cancelled().await
+        })
         .expect("spawned");
     // A library holding only a spawner can spawn critical work too.
     context
         .task_spawner()
-        .spawn_critical("worker", TaskKind::Worker, &failures, async {})
+        .spawn_critical("worker", TaskKind::Worker, failures.clone(), async {})
         .expect("spawned");
     guard("early exit recorded", failures.wait()).await;
     assert_eq!(

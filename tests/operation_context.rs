@@ -1055,7 +1055,7 @@ fn outcomes_sum_to_accepted_submissions_under_contention() {
     assert_eq!(op.outcome_count(OperationOutcome::Completed), accepted);
     assert!(accepted >= (PER_THREAD / 2) as u64);
     let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
-    assert_eq!(tree_sum(&report, |node| node.completed), accepted);
+    assert_eq!(tree_sum(&report, |node| node.completed) as u64, accepted);
 }
 
 struct DropFlag(Arc<AtomicBool>);

@@ -207,7 +207,7 @@ const DEPTH: usize = 4_096;
 /// unhealthy when `leaf_leaked` is set.
 fn deep_chain(leaf_leaked: bool) -> ShutdownReport {
     let mut node = report("leaf");
-    node.leaked = u64::from(leaf_leaked);
+    node.leaked = usize::from(leaf_leaked);
     for level in (0..DEPTH - 1).rev() {
         let mut parent = report(&format!("level-{level}"));
         parent.children.push(node);

@@ -63,9 +63,9 @@ fn spawns_racing_shutdown_are_accepted_or_rejected_never_lost() {
     for thread in threads {
         thread.join().expect("spawner thread");
     }
-    let accepted = accepted.load(Ordering::Relaxed) as u64;
-    let rejected = rejected.load(Ordering::Relaxed) as u64;
-    assert_eq!(accepted + rejected, (THREADS * PER_THREAD) as u64);
+    let accepted = accepted.load(Ordering::Relaxed);
+    let rejected = rejected.load(Ordering::Relaxed);
+    assert_eq!(accepted + rejected, THREADS * PER_THREAD);
     assert!(rejected > 0, "the shutdown raced the spawners");
     assert_eq!(report.leaked, 0, "{}", report.to_json());
     assert_eq!(

@@ -139,7 +139,7 @@ async fn tracked_delta() -> i64 {
         "unhealthy report: {}",
         report.to_json()
     );
-    assert_eq!(report.completed, TASKS as u64, "every service returned");
+    assert_eq!(report.completed, TASKS, "every service returned");
     assert_eq!(probe.finished.load(Ordering::Acquire), TASKS);
     let root_report = context.shutdown_tasks(Duration::from_secs(10)).await;
     assert!(

@@ -81,7 +81,7 @@ pub struct BlockingTaskSnapshot {
     /// Identity within the executor's task table.
     pub id: BlockingTaskId,
     /// The name given at submission.
-    pub name: Arc<str>,
+    pub name: String,
     /// The kind given at submission.
     pub kind: BlockingKind,
     /// The state when the snapshot was taken.

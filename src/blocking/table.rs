@@ -150,7 +150,7 @@ impl BlockingTable {
                 }
                 BlockingTaskSnapshot {
                     id: BlockingTaskId::new(*id),
-                    name: Arc::clone(&record.name),
+                    name: record.name.to_string(),
                     kind: record.kind,
                     state: record.state,
                     elapsed,

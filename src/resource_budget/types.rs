@@ -358,7 +358,7 @@ pub enum PermitRebindOutcome {
 }
 
 /// A monotonic clock for rate refill and queue ages (injectable in tests).
-pub trait MonotonicClock: fmt::Debug + Send + Sync + 'static {
+pub trait MonotonicClock: Send + Sync + 'static {
     /// Time since an arbitrary fixed origin.
     fn now(&self) -> Duration;
 }

@@ -199,7 +199,7 @@ impl GroupInner {
             });
         }
         report.leaked = snapshot.live;
-        report.remaining_tasks_omitted = snapshot.live - report.remaining_tasks.len() as u64;
+        report.remaining_tasks_omitted = snapshot.live - report.remaining_tasks.len();
         let unconfirmed_aborts = counters.live_abort_requested;
         report.completed = counters.completed;
         report.cancelled = counters.cancelled;

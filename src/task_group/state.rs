@@ -155,14 +155,14 @@ pub(crate) enum Refusal {
 /// Lifetime settlement counters (per shard; summed for reports).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct SettleCounters {
-    pub(crate) completed: u64,
-    pub(crate) cancelled: u64,
-    pub(crate) aborted: u64,
-    pub(crate) panicked: u64,
+    pub(crate) completed: usize,
+    pub(crate) cancelled: usize,
+    pub(crate) aborted: usize,
+    pub(crate) panicked: usize,
     /// Tasks aborted by a shutdown deadline that have since settled.
-    pub(crate) deadline_aborted_settled: u64,
+    pub(crate) deadline_aborted_settled: usize,
     /// Live records whose abort was requested (destruction unconfirmed).
-    pub(crate) live_abort_requested: u64,
+    pub(crate) live_abort_requested: usize,
 }
 
 impl SettleCounters {
@@ -360,7 +360,7 @@ pub(crate) struct ListedTask {
 #[derive(Debug, Default)]
 pub(crate) struct GateSnapshot {
     pub(crate) counters: SettleCounters,
-    pub(crate) live: u64,
+    pub(crate) live: usize,
     pub(crate) listed: Vec<ListedTask>,
 }
 
@@ -798,7 +798,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         for (index, shard) in self.shards.iter().enumerate() {
             self.with_applied(shard, |state| {
                 snapshot.counters.add(&state.counters);
-                snapshot.live += state.table.len() as u64;
+                snapshot.live += state.table.len();
                 let room = limit.saturating_sub(snapshot.listed.len());
                 let listed = state.table.iter().take(room);
                 snapshot
@@ -894,6 +894,6 @@ mod tests {
             assert!(!gate.contains(slot, seq));
         }
         assert_eq!(gate.len(), 0);
-        assert_eq!(gate.snapshot(0).counters.aborted, total as u64);
+        assert_eq!(gate.snapshot(0).counters.aborted, total);
     }
 }

@@ -19,7 +19,7 @@ pub async fn guard<F: std::future::Future>(what: &str, future: F) -> F::Output {
 }
 
 /// Sum of a counter over the whole report tree.
-pub fn tree_sum(report: &ShutdownReport, field: fn(&ShutdownReport) -> u64) -> u64 {
+pub fn tree_sum(report: &ShutdownReport, field: fn(&ShutdownReport) -> usize) -> usize {
     let mut total = 0;
     let mut stack = vec![report];
     while let Some(node) = stack.pop() {

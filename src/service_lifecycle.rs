@@ -35,8 +35,9 @@ pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
 /// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
 pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
 /// Seconds an entrypoint keeps serving after a shutdown request with
-/// readiness revoked (0..=300 and below the shutdown timeout, default 0);
-/// see [`ServiceLifecycleConfig::drain_delay`].
+/// readiness revoked (0..=300 and below the shutdown timeout, default 0),
+/// read by [`ServiceLifecycle::from_env`]; see
+/// [`ServiceLifecycle::with_drain_delay`].
 pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// The default shutdown timeout.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
@@ -185,13 +186,6 @@ pub struct ServiceLifecycleConfig {
     pub liveness_stale_after: Duration,
     /// Methods `/drainz` accepts.
     pub drain_request_methods: DrainRequestMethods,
-    /// How long an entrypoint keeps serving (with readiness already
-    /// revoked) after a shutdown request before it cancels work (default
-    /// 0). [`ServiceLifecycle::wait_drain_delay`] ends it at the frozen
-    /// deadline at the latest; `from_env` refuses a delay that is not
-    /// shorter than `shutdown_timeout`, since it would leave the shutdown
-    /// no time.
-    pub drain_delay: Duration,
 }
 
 impl ServiceLifecycleConfig {
@@ -203,11 +197,12 @@ impl ServiceLifecycleConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             liveness_stale_after: DEFAULT_LIVENESS_STALE_AFTER,
             drain_request_methods: DrainRequestMethods::PostOnly,
-            drain_delay: Duration::ZERO,
         }
     }
 
-    /// Reads the `ROCKETMQ_*` variables (see the constants).
+    /// Reads the `ROCKETMQ_*` variables (see the constants) except
+    /// [`DRAIN_DELAY_SECONDS_ENV`], which [`ServiceLifecycle::from_env`]
+    /// reads.
     ///
     /// # Errors
     ///
@@ -234,23 +229,32 @@ impl ServiceLifecycleConfig {
         if let Some(value) = lookup(LIVENESS_STALE_SECONDS_ENV) {
             config.liveness_stale_after = seconds_in(&value, 2..=300)?;
         }
-        if let Some(value) = lookup(DRAIN_DELAY_SECONDS_ENV) {
-            config.drain_delay = seconds_in(&value, 0..=300)?;
-        }
         if let Some(value) = lookup(HEALTH_DRAIN_METHODS_ENV) {
             config.drain_request_methods = DrainRequestMethods::parse(&value).ok_or_else(|| {
                 RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDrainMethods)
             })?;
         }
-        // The delay runs inside the frozen deadline: it must leave time for
-        // the shutdown itself.
-        if config.drain_delay >= config.shutdown_timeout {
-            return Err(RuntimeError::configuration(
-                RuntimeOperation::ServiceLifecycleDurationRange,
-            ));
-        }
         Ok(config)
     }
+}
+
+/// Reads [`DRAIN_DELAY_SECONDS_ENV`] through `lookup` (0 when unset): at
+/// most 300 s and shorter than `shutdown_timeout`, since the delay runs
+/// inside the frozen deadline and must leave time for the shutdown itself.
+pub(crate) fn drain_delay_from_lookup(
+    lookup: impl Fn(&str) -> Option<String>,
+    shutdown_timeout: Duration,
+) -> RuntimeResult<Duration> {
+    let Some(value) = lookup(DRAIN_DELAY_SECONDS_ENV) else {
+        return Ok(Duration::ZERO);
+    };
+    let delay = seconds_in(&value, 0..=300)?;
+    if delay >= shutdown_timeout {
+        return Err(RuntimeError::configuration(
+            RuntimeOperation::ServiceLifecycleDurationRange,
+        ));
+    }
+    Ok(delay)
 }
 
 fn seconds_in(value: &str, range: std::ops::RangeInclusive<u64>) -> RuntimeResult<Duration> {
@@ -307,6 +311,8 @@ struct LifecycleState {
     /// label, or `critical_failure` when a critical failure requested it.
     shutdown_label: Option<&'static str>,
     progress: Instant,
+    /// See [`ServiceLifecycle::with_drain_delay`].
+    drain_delay: Duration,
 }
 
 struct LifecycleInner {
@@ -386,6 +392,7 @@ impl ServiceLifecycle {
                     shutdown_requested_at: None,
                     shutdown_label: None,
                     progress: Instant::now(),
+                    drain_delay: Duration::ZERO,
                 }),
                 observer: OnceLock::new(),
                 shutdown_requested: Notify::new(),
@@ -398,13 +405,44 @@ impl ServiceLifecycle {
         }
     }
 
-    /// [`new`](Self::new) with [`ServiceLifecycleConfig::from_env`].
+    /// [`new`](Self::new) with [`ServiceLifecycleConfig::from_env`], and
+    /// the drain delay of [`DRAIN_DELAY_SECONDS_ENV`] (see
+    /// [`with_drain_delay`](Self::with_drain_delay)).
     ///
     /// # Errors
     ///
-    /// As [`ServiceLifecycleConfig::from_env`].
+    /// As [`ServiceLifecycleConfig::from_env`]; a drain delay above 300 s
+    /// or not shorter than the shutdown timeout is refused too.
     pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
-        ServiceLifecycleConfig::from_env(service_name).map(Self::new)
+        Self::from_lookup(service_name, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) over any variable lookup (tests).
+    pub(crate) fn from_lookup(
+        service_name: impl Into<Arc<str>>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> RuntimeResult<Self> {
+        let config = ServiceLifecycleConfig::from_lookup(service_name, &lookup)?;
+        let delay = drain_delay_from_lookup(&lookup, config.shutdown_timeout)?;
+        Ok(Self::new(config).with_drain_delay(delay))
+    }
+
+    /// Sets how long an entrypoint keeps serving after the first shutdown
+    /// request, with readiness already revoked, before it cancels work
+    /// (default zero): load balancers stop routing to the service while it
+    /// still answers. [`wait_drain_delay`](Self::wait_drain_delay) waits
+    /// for it, and never past the request's frozen deadline, so a delay as
+    /// long as the shutdown timeout leaves the shutdown no time (`from_env`
+    /// refuses one). Applies to every clone of this lifecycle.
+    #[must_use]
+    pub fn with_drain_delay(self, delay: Duration) -> Self {
+        self.inner.state.lock().drain_delay = delay;
+        self
+    }
+
+    /// The drain delay (see [`with_drain_delay`](Self::with_drain_delay)).
+    pub fn drain_delay(&self) -> Duration {
+        self.inner.state.lock().drain_delay
     }
 
     /// The configuration.
@@ -697,8 +735,8 @@ impl ServiceLifecycle {
         }
     }
 
-    /// Waits for the first shutdown request, then for the configured
-    /// [`drain_delay`](ServiceLifecycleConfig::drain_delay) counted from
+    /// Waits for the first shutdown request, then for the
+    /// [drain delay](Self::with_drain_delay) counted from
     /// that request: readiness already reports not ready (the state is
     /// `Draining`) while the service keeps serving, so load balancers stop
     /// routing before work is cancelled. Ends no later than the request's
@@ -710,14 +748,14 @@ impl ServiceLifecycle {
     /// Cancel safe: waiting has no side effects.
     pub async fn wait_drain_delay(&self) -> ShutdownRequest {
         let request = self.wait_for_shutdown().await;
-        let requested_at = self
-            .inner
-            .state
-            .lock()
-            .shutdown_requested_at
-            .unwrap_or_else(Instant::now);
-        let delay_end =
-            crate::shutdown_deadline::saturating_add(requested_at, self.inner.config.drain_delay);
+        let (requested_at, delay) = {
+            let state = self.inner.state.lock();
+            (
+                state.shutdown_requested_at.unwrap_or_else(Instant::now),
+                state.drain_delay,
+            )
+        };
+        let delay_end = crate::shutdown_deadline::saturating_add(requested_at, delay);
         let end = ShutdownDeadline::from_tokio(delay_end).earliest(request.deadline);
         tokio::time::sleep_until(end.tokio_instant()).await;
         request

@@ -120,8 +120,8 @@ async fn the_first_shutdown_request_freezes_the_deadline_and_the_reason() {
 async fn the_drain_delay_counts_from_the_first_request_inside_the_deadline() {
     let mut config = ServiceLifecycleConfig::new("broker");
     config.shutdown_timeout = Duration::from_secs(10);
-    config.drain_delay = Duration::from_secs(3);
-    let lifecycle = ServiceLifecycle::new(config.clone());
+    let lifecycle = ServiceLifecycle::new(config.clone()).with_drain_delay(Duration::from_secs(3));
+    assert_eq!(lifecycle.drain_delay(), Duration::from_secs(3));
     lifecycle.mark_ready().expect("ready");
     let requested_at = Instant::now();
     let request = lifecycle.request_shutdown(ShutdownReason::PreStop);
@@ -136,8 +136,7 @@ async fn the_drain_delay_counts_from_the_first_request_inside_the_deadline() {
     assert_eq!(Instant::now(), requested_at + Duration::from_secs(3));
 
     // A delay longer than the shutdown timeout ends at the deadline.
-    config.drain_delay = Duration::from_secs(60);
-    let capped = ServiceLifecycle::new(config);
+    let capped = ServiceLifecycle::new(config).with_drain_delay(Duration::from_secs(60));
     let request = capped.request_shutdown(ShutdownReason::Internal);
     assert_eq!(capped.wait_drain_delay().await, request);
     assert_eq!(Instant::now(), request.deadline.tokio_instant());

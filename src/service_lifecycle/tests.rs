@@ -14,6 +14,15 @@ fn parse(vars: &[(&str, &str)]) -> RuntimeResult<ServiceLifecycleConfig> {
     ServiceLifecycleConfig::from_lookup("broker", |name| vars.get(name).cloned())
 }
 
+fn drain_delay(vars: &[(&str, &str)]) -> RuntimeResult<Duration> {
+    let vars: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    ServiceLifecycle::from_lookup("broker", |name| vars.get(name).cloned())
+        .map(|lifecycle| lifecycle.drain_delay())
+}
+
 #[test]
 fn defaults_without_variables() {
     let config = parse(&[]).expect("defaults");
@@ -21,21 +30,23 @@ fn defaults_without_variables() {
     assert_eq!(config.shutdown_timeout, Duration::from_secs(45));
     assert_eq!(config.liveness_stale_after, Duration::from_secs(30));
     assert_eq!(config.drain_request_methods, DrainRequestMethods::PostOnly);
-    assert_eq!(config.drain_delay, Duration::ZERO);
+    assert_eq!(drain_delay(&[]).expect("defaults"), Duration::ZERO);
 }
 
 #[test]
 fn drain_delay_is_parsed_and_bounded() {
-    let config = parse(&[(DRAIN_DELAY_SECONDS_ENV, "3")]).expect("valid");
-    assert_eq!(config.drain_delay, Duration::from_secs(3));
     assert_eq!(
-        parse(&[(DRAIN_DELAY_SECONDS_ENV, "301")])
+        drain_delay(&[(DRAIN_DELAY_SECONDS_ENV, "3")]).expect("valid"),
+        Duration::from_secs(3)
+    );
+    assert_eq!(
+        drain_delay(&[(DRAIN_DELAY_SECONDS_ENV, "301")])
             .expect_err("out of range")
             .operation(),
         RuntimeOperation::ServiceLifecycleDurationRange
     );
     assert_eq!(
-        parse(&[(DRAIN_DELAY_SECONDS_ENV, "-1")])
+        drain_delay(&[(DRAIN_DELAY_SECONDS_ENV, "-1")])
             .expect_err("not a number")
             .operation(),
         RuntimeOperation::ServiceLifecycleDuration
@@ -47,17 +58,17 @@ fn drain_delay_is_parsed_and_bounded() {
             vars.push((SHUTDOWN_TIMEOUT_SECONDS_ENV, timeout));
         }
         assert_eq!(
-            parse(&vars).expect_err("no time left").operation(),
+            drain_delay(&vars).expect_err("no time left").operation(),
             RuntimeOperation::ServiceLifecycleDurationRange,
             "delay {delay}, timeout {timeout:?}"
         );
     }
-    let fits = parse(&[
+    let fits = drain_delay(&[
         (DRAIN_DELAY_SECONDS_ENV, "4"),
         (SHUTDOWN_TIMEOUT_SECONDS_ENV, "5"),
     ])
     .expect("shorter than the timeout");
-    assert_eq!(fits.drain_delay, Duration::from_secs(4));
+    assert_eq!(fits, Duration::from_secs(4));
 }
 
 #[test]

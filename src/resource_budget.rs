@@ -15,7 +15,9 @@ pub use dynamic::{
     DynamicBudgetKey, DynamicKeyAdmissionRejection, DynamicKeyRegistrationFailure,
     DynamicKeyRetirement,
 };
-pub use queue::{BudgetedItem, BudgetedQueue, QueuePushOutcome, QueuePushRejection, QueueSnapshot};
+pub use queue::{
+    BudgetedItem, BudgetedQueue, ForeignPermit, QueuePushOutcome, QueuePushRejection, QueueSnapshot,
+};
 pub use tree::{
     ResourceBudget, ResourceBudgetTree, ResourcePermit, DEFAULT_MAX_DYNAMIC_BUDGET_KEYS,
 };

@@ -186,8 +186,13 @@ impl GroupInner {
     }
 
     /// Settlement steps 2 and 3: publish the result on the gate, then
-    /// notify.
+    /// notify. A task that returned after the group's token was cancelled
+    /// is counted `Cancelled`: it ended because it was asked to.
     pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskResult) {
+        let result = match result {
+            TaskResult::Completed if self.token.is_cancelled() => TaskResult::Cancelled,
+            result => result,
+        };
         let effect = self.gate.settle(slot, check, result);
         if effect.poisoned_now {
             self.tree.poisoned_groups.fetch_add(1, Ordering::Relaxed);

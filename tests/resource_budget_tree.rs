@@ -657,8 +657,7 @@ fn enqueue_stamps_never_go_back_in_queue_order() {
 }
 
 /// A producer waiting on a full queue under a dynamic key stops waiting
-/// when the key closes (its budget could only refuse again), well before
-/// its deadline.
+/// when the key closes, refused as closed, well before its deadline.
 #[tokio::test(start_paused = true)]
 async fn closing_a_dynamic_key_ends_a_waiting_push() {
     let (_tree, tenants) = tenants();
@@ -685,7 +684,7 @@ async fn closing_a_dynamic_key_ends_a_waiting_push() {
     match guard("producer", producer).await.expect("joins") {
         QueuePushOutcome::Rejected {
             item: 2,
-            rejection: QueuePushRejection::BudgetExhausted(_),
+            rejection: QueuePushRejection::Closed,
         } => {}
         other => panic!("unexpected {other:?}"),
     }
@@ -999,7 +998,9 @@ fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
     };
     let take_seen = || std::mem::take(&mut *seen.lock().expect("unpoisoned"));
 
-    // Coalescing: the replaced items see the whole old state still charged.
+    // Coalescing: the replacement takes the displaced items' room first;
+    // they are dropped after it is queued (and the queue's lock released),
+    // seeing only the replacement charged.
     let budget = tree
         .root()
         .child(
@@ -1017,7 +1018,7 @@ fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
         queue.try_push_data(witness(&budget, false), 10),
         QueuePushOutcome::Coalesced { replaced: 2 }
     ));
-    assert_eq!(take_seen(), [2, 2]);
+    assert_eq!(take_seen(), [1, 1]);
     // `retain` and dropping the queue: the same order.
     assert!(queue
         .try_push_data(witness(&budget, false), 10)
@@ -1032,8 +1033,10 @@ fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
     assert_eq!(take_seen(), [1]);
     assert_eq!(counts(&budget), (0, 0));
 
-    // A destructor panicking while the state is replaced: every reservation
-    // (the discarded ones, the refused newcomer's none) is back.
+    // A destructor panicking while the state is replaced: the replacement
+    // was queued first and stays queued (its charge held); the panic
+    // reaches the pushing caller once the discarded items are dropped, and
+    // their reservations are back.
     let queue = BudgetedQueue::new(budget.clone());
     assert!(queue
         .try_push_data(witness(&budget, true), 10)
@@ -1045,8 +1048,11 @@ fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
         queue.try_push_data(witness(&budget, false), 10)
     }));
     assert!(panicked.is_err());
-    assert_eq!(take_seen(), [2, 2, 0], "both discarded, then the newcomer");
-    assert!(queue.is_empty());
+    assert_eq!(take_seen(), [1, 1], "both discarded after the replacement");
+    assert_eq!(queue.len(), 1, "the replacement stays queued");
+    assert_eq!(counts(&budget), (1, 10));
+    drop(queue.try_pop());
+    assert_eq!(take_seen(), [0]);
     assert_eq!(counts(&budget), (0, 0));
 
     // A clock panicking between the reservation and the enqueue.

@@ -32,7 +32,10 @@ fn quick_start_service_observes_cancellation_and_report_is_healthy() {
     let report = owner.shutdown_runtime_blocking().expect("outside tokio");
     assert!(report.is_healthy(), "{}", report.to_json());
     assert_eq!(report.children.len(), 1);
-    assert_eq!(report.children[0].completed, 1);
+    assert_eq!(
+        report.children[0].cancelled, 1,
+        "the service returned because it was cancelled"
+    );
 }
 
 #[test]

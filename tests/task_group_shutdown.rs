@@ -43,7 +43,10 @@ async fn a_service_ignoring_cancellation_is_aborted_at_the_deadline() {
     );
     let child = &report.children[0];
     assert!(child.timed_out >= 1, "{}", report.to_json());
-    assert_eq!(child.completed, 1, "the cooperative service finished");
+    assert_eq!(
+        child.cancelled, 1,
+        "the cooperative service returned at cancellation"
+    );
     assert_eq!(child.aborted + child.leaked, 1);
     assert!(!report.is_healthy());
 }
@@ -83,7 +86,7 @@ async fn a_dropped_shutdown_future_can_be_called_again_and_completes() {
     assert!(group.spawn("late", TaskKind::Worker, async {}).is_err());
     release_tx.send(()).expect("service waiting");
     let report = guard("second shutdown", group.shutdown(Duration::from_secs(60))).await;
-    assert_eq!(report.completed, 1);
+    assert_eq!(report.cancelled, 1, "returned after cancellation");
     assert!(report.is_healthy(), "{}", report.to_json());
 }
 
@@ -177,7 +180,7 @@ async fn children_shut_down_concurrently_with_the_parent_tasks() {
     rx.await.expect("parent task saw the child complete");
     assert!(report.is_healthy(), "{}", report.to_json());
     assert_eq!(report.children.len(), 1);
-    assert_eq!(report.children[0].completed, 1);
+    assert_eq!(report.children[0].cancelled, 1);
 }
 
 /// A remaining task's `elapsed` counts from its first poll that returned

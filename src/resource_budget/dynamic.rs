@@ -174,6 +174,10 @@ impl DynamicBudgetKey {
 
     /// Closes the key: every handle to it and its descendants refuses new
     /// reservations and incoming rebinds; outstanding permits still release.
+    /// Every [`BudgetedQueue`](crate::BudgetedQueue) built on the key's
+    /// budget or a descendant closes too: waiting producers get
+    /// `QueuePushRejection::Closed`, waiting consumers drain what was
+    /// accepted and then see the end of the stream.
     /// The name stays held until [`retire_until`](Self::retire_until).
     pub fn close(&self) {
         if let Some(gate) = &self.budget.node.gate {
@@ -182,7 +186,10 @@ impl DynamicBudgetKey {
         // Whatever reads the use after this (a retirement's drain check)
         // sees every reservation that passed the gate.
         crate::loom::seq_cst_handshake();
-        self.budget.node.tree.notify_released();
+        let tree = &self.budget.node.tree;
+        tree.notify_released();
+        // Consumers parked on queues under this key see it closed.
+        tree.closed.notify_waiters();
     }
 
     /// Reserves through the key.

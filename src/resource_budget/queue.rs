@@ -9,9 +9,21 @@
 //! A queued entry holds its reservation without a reference count of its
 //! own (the queue already holds its budget): every path that removes an
 //! entry gives the reservation back (pop, stale drop, coalescing, retain,
-//! close of a slow consumer, and the queue's own drop), after dropping the
-//! item it discards, and only a [`BudgetedItem`] turns it into a
-//! [`ResourcePermit`].
+//! close of a slow consumer, and the queue's own drop), and only a
+//! [`BudgetedItem`] turns it into a [`ResourcePermit`].
+//!
+//! Discarded items are dropped after the queue's lock is released, so an
+//! item's destructor may use the queue or close a budget. Their
+//! reservations go back after they are dropped (the budget never shows as
+//! free what a discarded item still occupies), with one exception:
+//! `CoalesceLatest` gives the displaced items' reservations back first, to
+//! admit the replacement in their room under the same lock; the displaced
+//! items are dropped right after, once the replacement is queued.
+//!
+//! A queue built on a closed budget (a closed dynamic key or a descendant
+//! of one) is closed: pushes are refused with
+//! [`QueuePushRejection::Closed`], parked producers and consumers wake,
+//! and accepted items still drain.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -23,6 +35,7 @@ use tokio::time::Instant;
 
 use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::resource_budget::tree::{Node, ResourceBudget, ResourcePermit};
+use crate::resource_budget::types::PermitRebindOutcome;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
 use crate::task_group::submission::Watch;
 
@@ -71,6 +84,119 @@ pub enum QueuePushRejection {
     /// The queue closed itself because its consumer fell behind
     /// (`CloseSlowConsumer`).
     SlowConsumerClosed,
+}
+
+/// The refusal of [`BudgetedQueue::try_push_budgeted`] for a permit of
+/// another budget tree: the item and the permit come back together, the
+/// permit's charge unchanged.
+pub struct ForeignPermit<T> {
+    item: T,
+    permit: ResourcePermit,
+}
+
+impl<T> ForeignPermit<T> {
+    /// The item, unchanged.
+    pub fn item(&self) -> &T {
+        &self.item
+    }
+
+    /// The permit, still charged where it was.
+    pub fn permit(&self) -> &ResourcePermit {
+        &self.permit
+    }
+
+    /// The item and the permit.
+    pub fn into_parts(self) -> (T, ResourcePermit) {
+        (self.item, self.permit)
+    }
+}
+
+impl<T> fmt::Debug for ForeignPermit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ForeignPermit")
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for ForeignPermit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "permit of budget `{}` belongs to another budget tree than the queue",
+            self.permit.budget().path()
+        )
+    }
+}
+
+impl<T> std::error::Error for ForeignPermit<T> {}
+
+/// What pays for a pushed item.
+enum Charge {
+    /// A reservation to make on the queue's budget; a capacity refusal is
+    /// counted in the budget's `rejected_count` while `counted` (the first
+    /// attempt of a push, not its retries).
+    Reserve {
+        bytes: usize,
+        class: BudgetClass,
+        counted: bool,
+    },
+    /// A permit of the queue's tree the producer already holds: moved onto
+    /// the queue's budget, reserving only the levels it does not hold yet.
+    Permit(ResourcePermit),
+}
+
+impl Charge {
+    fn reserve(bytes: usize, class: BudgetClass, counted: bool) -> Self {
+        Self::Reserve {
+            bytes,
+            class,
+            counted,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Reserve { bytes, .. } => *bytes,
+            Self::Permit(permit) => permit.bytes(),
+        }
+    }
+
+    fn class(&self) -> BudgetClass {
+        match self {
+            Self::Reserve { class, .. } => *class,
+            Self::Permit(permit) => permit.class(),
+        }
+    }
+
+    /// Puts the charge on `node`; on a refusal nothing changed (a permit
+    /// stays where it was).
+    fn take(&mut self, node: &Arc<Node>) -> Result<(), BudgetRejection> {
+        match self {
+            Self::Reserve {
+                bytes,
+                class,
+                counted,
+            } => {
+                let reserved = node.reserve(*bytes, *class, *counted);
+                *counted = false;
+                reserved
+            }
+            Self::Permit(permit) => match permit.rebind_in_tree(node) {
+                PermitRebindOutcome::Rebound | PermitRebindOutcome::Unchanged => Ok(()),
+                PermitRebindOutcome::Rejected(rejection) => Err(rejection),
+            },
+        }
+    }
+
+    /// The reservation a successful [`take`](Self::take) made, for the
+    /// entry that now owns it: (bytes, class).
+    fn into_reserved(self) -> (usize, BudgetClass) {
+        match self {
+            Self::Reserve { bytes, class, .. } => (bytes, class),
+            Self::Permit(permit) => permit.into_reserved(),
+        }
+    }
 }
 
 /// A dequeued item that still holds its permit.
@@ -253,7 +379,44 @@ impl<T> BudgetedQueue<T> {
         retained_bytes: usize,
         class: BudgetClass,
     ) -> QueuePushOutcome<T> {
-        self.counted(self.push_once(item, retained_bytes, class, true))
+        self.counted(self.push_once(item, Charge::reserve(retained_bytes, class, true)))
+    }
+
+    /// Queues `item` under a permit the producer already holds, without
+    /// a second reservation: the permit moves onto the queue's budget
+    /// (reserving only the levels it does not hold yet, as
+    /// [`ResourcePermit::try_rebind`] does) and its bytes become the
+    /// item's retained bytes. The queue's policy applies as for
+    /// [`try_push`](Self::try_push).
+    ///
+    /// A refused push returns the item in `Rejected` and releases the
+    /// permit. Only a permit of another budget tree is handed back, with
+    /// the item and its charge unchanged, in `Err(ForeignPermit)`.
+    ///
+    /// ```
+    /// use rocketmq_runtime::{BudgetLimit, BudgetedQueue, FullPolicy, ResourceBudgetTree};
+    ///
+    /// let tree = ResourceBudgetTree::new("process", BudgetLimit::new(8, 1024, FullPolicy::Reject))?;
+    /// let queue = BudgetedQueue::new(tree.root().child("queue", BudgetLimit::new(4, 512, FullPolicy::Reject))?);
+    /// let permit = tree.root().try_acquire_data(100)?; // reserved before the item existed
+    /// assert!(queue.try_push_budgeted("request", permit).expect("same tree").is_accepted());
+    /// assert_eq!(queue.snapshot().retained_bytes, 100);
+    /// assert_eq!(tree.root().snapshot().current_count, 1); // one reservation, not two
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ForeignPermit`] when the permit belongs to another budget tree.
+    pub fn try_push_budgeted(
+        &self,
+        item: T,
+        permit: ResourcePermit,
+    ) -> Result<QueuePushOutcome<T>, ForeignPermit<T>> {
+        if !permit.is_in_tree_of(&self.inner.budget.node) {
+            return Err(ForeignPermit { item, permit });
+        }
+        Ok(self.counted(self.push_once(item, Charge::Permit(permit))))
     }
 
     /// Counts a refused push once (in `rejected_count`).
@@ -264,17 +427,10 @@ impl<T> BudgetedQueue<T> {
         outcome
     }
 
-    /// One push attempt; a refusal is not counted in the queue's
-    /// `rejected_count` here. A budget refusal is counted by the budget
-    /// only for a `first` attempt (a waiting push's retries are not new
-    /// refusals).
-    fn push_once(
-        &self,
-        item: T,
-        retained_bytes: usize,
-        class: BudgetClass,
-        first: bool,
-    ) -> QueuePushOutcome<T> {
+    /// One push attempt paid by `charge`; a refusal is not counted in the
+    /// queue's `rejected_count` here (see [`Charge::Reserve`] for the
+    /// budget's). A refused charge is dropped (a permit is released).
+    fn push_once(&self, item: T, mut charge: Charge) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
         // One clock read serves the age checks and the new entry's stamp.
         // It comes before the lock (not held across a user clock) and
@@ -282,24 +438,24 @@ impl<T> BudgetedQueue<T> {
         // and its entry being queued (a panicking user clock leaves
         // nothing reserved).
         let now = self.now();
+        // Declared before the guard: dropped after the lock is released.
+        let mut discarded = Discarded::new(&inner.budget.node);
         let mut state = inner.state.lock();
-        if state.closed {
+        if state.closed || inner.budget.is_closed() {
             return self.reject(item, QueuePushRejection::Closed);
         }
         let policy = self.policy();
         let dropped = match policy {
-            FullPolicy::DropStale => self.drop_stale(&mut state, now),
+            FullPolicy::DropStale => self.drop_stale(&mut state, now, &mut discarded),
             FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
-                self.close_slow_consumer(&mut state);
+                self.close_slow_consumer(&mut state, &mut discarded);
                 return self.reject(item, QueuePushRejection::SlowConsumerClosed);
             }
             _ => 0,
         };
-        match inner.budget.node.reserve(retained_bytes, class, first) {
+        let outcome = match charge.take(&inner.budget.node) {
             Ok(()) => {
-                self.enqueue(&mut state, item, retained_bytes, class, now);
-                drop(state);
-                self.wake_reader();
+                self.enqueue(&mut state, item, charge, now);
                 if dropped > 0 {
                     QueuePushOutcome::DroppedStale { dropped }
                 } else {
@@ -311,32 +467,42 @@ impl<T> BudgetedQueue<T> {
                     inner.throttled.fetch_add(1, Ordering::Relaxed);
                 }
                 match policy {
+                    _ if rejection.is_closed() => self.reject(item, QueuePushRejection::Closed),
                     FullPolicy::CoalesceLatest
-                        if self.coalescible(&rejection, retained_bytes, class) =>
+                        if self.coalescible(&rejection, charge.bytes(), charge.class()) =>
                     {
-                        let replaced = self.discard_all(&mut state);
+                        let replaced = self.discard_all(&mut state, &mut discarded);
+                        // The replacement takes the displaced items' room
+                        // under this lock; they are dropped once it is
+                        // queued and the lock released.
+                        discarded.release_now();
                         inner.budget.record_coalesced(replaced as u64);
-                        // This push's first refusal was counted already.
-                        match inner.budget.node.reserve(retained_bytes, class, false) {
+                        match charge.take(&inner.budget.node) {
                             Ok(()) => {
-                                self.enqueue(&mut state, item, retained_bytes, class, now);
-                                drop(state);
-                                self.wake_reader();
+                                self.enqueue(&mut state, item, charge, now);
                                 QueuePushOutcome::Coalesced { replaced }
+                            }
+                            Err(rejection) if rejection.is_closed() => {
+                                self.reject(item, QueuePushRejection::Closed)
                             }
                             Err(rejection) => {
                                 self.reject(item, QueuePushRejection::BudgetExhausted(rejection))
                             }
                         }
                     }
-                    FullPolicy::CloseSlowConsumer if !rejection.is_closed() => {
-                        self.close_slow_consumer(&mut state);
+                    FullPolicy::CloseSlowConsumer => {
+                        self.close_slow_consumer(&mut state, &mut discarded);
                         self.reject(item, QueuePushRejection::SlowConsumerClosed)
                     }
                     _ => self.reject(item, QueuePushRejection::BudgetExhausted(rejection)),
                 }
             }
+        };
+        drop(state);
+        if outcome.is_accepted() {
+            self.wake_reader();
         }
+        outcome
     }
 
     /// [`try_push`](Self::try_push) as data work.
@@ -371,7 +537,7 @@ impl<T> BudgetedQueue<T> {
         }
         // Fast path: no watcher registration while capacity is free. Only
         // the final outcome of the whole wait counts as a refusal.
-        let mut item = match self.push_once(item, retained_bytes, class, true) {
+        let mut item = match self.push_once(item, Charge::reserve(retained_bytes, class, true)) {
             QueuePushOutcome::Rejected {
                 item,
                 rejection: QueuePushRejection::BudgetExhausted(rejection),
@@ -402,7 +568,7 @@ impl<T> BudgetedQueue<T> {
                 || self.is_closed()
                 || inner.budget.is_closed()
             {
-                match self.push_once(item, retained_bytes, class, false) {
+                match self.push_once(item, Charge::reserve(retained_bytes, class, false)) {
                     QueuePushOutcome::Rejected {
                         item: returned,
                         rejection: QueuePushRejection::BudgetExhausted(rejection),
@@ -469,9 +635,11 @@ impl<T> BudgetedQueue<T> {
     fn pop_entry(&self) -> Option<Entry<T>> {
         // The user clock is read before the lock, as a push reads it.
         let now = (self.policy() == FullPolicy::DropStale).then(|| self.now());
+        // Declared before the guard: dropped after the lock is released.
+        let mut discarded = Discarded::new(&self.inner.budget.node);
         let mut state = self.inner.state.lock();
         if let Some(now) = now {
-            self.drop_stale(&mut state, now);
+            self.drop_stale(&mut state, now, &mut discarded);
         }
         let entry = state.items.pop_front()?;
         state.retained_bytes -= entry.bytes;
@@ -524,17 +692,26 @@ impl<T> BudgetedQueue<T> {
             return Some(entry);
         }
         let _watch = Watch::new(&self.inner.readers_waiting);
+        // A dynamic key closing above the queue's budget closes the queue
+        // without touching it: listen for that too.
+        let tree = &self.inner.budget.node.tree;
         loop {
             let readable = self.inner.readers.notified();
             tokio::pin!(readable);
             readable.as_mut().enable();
+            let key_closed = tree.closed.notified();
+            tokio::pin!(key_closed);
+            key_closed.as_mut().enable();
             if let Some(entry) = self.pop_entry() {
                 return Some(entry);
             }
             if self.is_closed() {
                 return None;
             }
-            readable.await;
+            tokio::select! {
+                () = readable => {}
+                () = key_closed => {}
+            }
         }
     }
 
@@ -597,9 +774,11 @@ impl<T> BudgetedQueue<T> {
         self.inner.budget.node.tree.released.notify_waiters();
     }
 
-    /// True once closed.
+    /// True once closed: by [`close`](Self::close), by `CloseSlowConsumer`,
+    /// or because the queue's budget is closed (a closed dynamic key at or
+    /// above it).
     pub fn is_closed(&self) -> bool {
-        self.inner.state.lock().closed
+        self.inner.state.lock().closed || self.inner.budget.is_closed()
     }
 
     /// Items queued.
@@ -635,21 +814,15 @@ impl<T> BudgetedQueue<T> {
             waiters: inner.waiters.load(Ordering::SeqCst),
             wait_count: inner.waited.load(Ordering::Relaxed),
             deadline_exceeded_count: inner.deadline_exceeded.load(Ordering::Relaxed),
-            closed: state.closed,
+            closed: state.closed || inner.budget.is_closed(),
         }
     }
 
-    /// Queues `item` with the reservation the caller just made, stamped
+    /// Queues `item` with the reservation `charge` just took, stamped
     /// `enqueued_at` (read before the lock and the reservation), or the
     /// newest queued item's stamp if that is later.
-    fn enqueue(
-        &self,
-        state: &mut QueueState<T>,
-        item: T,
-        bytes: usize,
-        class: BudgetClass,
-        enqueued_at: Duration,
-    ) {
+    fn enqueue(&self, state: &mut QueueState<T>, item: T, charge: Charge, enqueued_at: Duration) {
+        let (bytes, class) = charge.into_reserved();
         // The clock was read before the lock: a push that read it earlier
         // may get here later. Stamps stay ordered like the queue (the age
         // checks look at the head only).
@@ -681,20 +854,22 @@ impl<T> BudgetedQueue<T> {
             .is_some_and(|entry| now.saturating_sub(entry.enqueued_at) >= max_age)
     }
 
-    /// Drops the items stale at `now` from the head; returns how many.
-    /// Their reservations go back together, after the items are dropped.
-    fn drop_stale(&self, state: &mut QueueState<T>, now: Duration) -> usize {
-        let mut release = Release::new(&self.inner.budget.node);
+    /// Moves the items stale at `now` from the head to `discarded`;
+    /// returns how many.
+    fn drop_stale(
+        &self,
+        state: &mut QueueState<T>,
+        now: Duration,
+        discarded: &mut Discarded<'_, T>,
+    ) -> usize {
         let mut dropped = 0;
         while self.head_is_stale(state, now) {
             if let Some(entry) = state.items.pop_front() {
                 state.retained_bytes -= entry.bytes;
-                release.add(entry.bytes, entry.class);
-                drop(entry);
+                discarded.push(entry);
                 dropped += 1;
             }
         }
-        drop(release);
         if dropped > 0 {
             self.inner.budget.record_dropped(dropped as u64);
         }
@@ -712,18 +887,19 @@ impl<T> BudgetedQueue<T> {
             && self.inner.budget.node.could_fit(bytes, class)
     }
 
-    fn discard_all(&self, state: &mut QueueState<T>) -> usize {
+    /// Moves every queued item to `discarded`; returns how many.
+    fn discard_all(&self, state: &mut QueueState<T>, discarded: &mut Discarded<'_, T>) -> usize {
         let replaced = state.items.len();
-        let release = Release::all(&self.inner.budget.node, &state.items);
         state.retained_bytes = 0;
-        state.items.clear();
-        drop(release);
+        for entry in state.items.drain(..) {
+            discarded.push(entry);
+        }
         replaced
     }
 
-    fn close_slow_consumer(&self, state: &mut QueueState<T>) {
+    fn close_slow_consumer(&self, state: &mut QueueState<T>, discarded: &mut Discarded<'_, T>) {
         state.closed = true;
-        let dropped = self.discard_all(state);
+        let dropped = self.discard_all(state, discarded);
         self.inner.budget.record_dropped(dropped as u64);
         self.inner.budget.record_slow_consumer_closed();
         self.wake_all();
@@ -740,6 +916,36 @@ struct Release<'a> {
     /// (count, bytes) per class.
     data: (usize, usize),
     control: (usize, usize),
+}
+
+/// Items taken out of the queue under its lock: declared before the lock
+/// guard, so they are dropped after the lock is released (a destructor may
+/// use the queue), and their reservations go back after they are dropped
+/// (also while unwinding), unless [`release_now`](Self::release_now) gave
+/// them back already.
+struct Discarded<'a, T> {
+    // Field order is drop order: the items, then their reservations.
+    items: Vec<T>,
+    release: Release<'a>,
+}
+
+impl<'a, T> Discarded<'a, T> {
+    fn new(node: &'a Node) -> Self {
+        Self {
+            items: Vec::new(),
+            release: Release::new(node),
+        }
+    }
+
+    fn push(&mut self, entry: Entry<T>) {
+        self.release.add(entry.bytes, entry.class);
+        self.items.push(entry.item);
+    }
+
+    /// Gives the reservations back now, before the items are dropped.
+    fn release_now(&mut self) {
+        self.release.flush();
+    }
 }
 
 impl<'a> Release<'a> {
@@ -769,16 +975,23 @@ impl<'a> Release<'a> {
     }
 }
 
-impl Drop for Release<'_> {
-    fn drop(&mut self) {
+impl Release<'_> {
+    /// Gives back what was added so far.
+    fn flush(&mut self) {
         for ((count, bytes), class) in [
-            (self.data, BudgetClass::Data),
-            (self.control, BudgetClass::Control),
+            (std::mem::take(&mut self.data), BudgetClass::Data),
+            (std::mem::take(&mut self.control), BudgetClass::Control),
         ] {
             if count > 0 {
                 self.node.release(count, bytes, class);
             }
         }
+    }
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 

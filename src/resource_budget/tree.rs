@@ -46,6 +46,9 @@ pub(crate) struct TreeState {
     /// until a waiter arms again (one notification per wait, not one per
     /// release).
     release_armed: AtomicBool,
+    /// Woken (every waiter) when a dynamic key of the tree closes, so
+    /// consumers parked on queues built under it see the close at once.
+    pub(crate) closed: Notify,
     pub(crate) dynamic: DynamicRegistry,
 }
 
@@ -325,9 +328,14 @@ impl Node {
         }
     }
 
-    /// The rejection for a capacity refusal at `at`, counted there.
+    /// The rejection for a capacity refusal at `at`, counted in
+    /// `rejected_count` at `at` and, when the request came through a
+    /// deeper level, at this level (the one the caller asked) as well.
     fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
         at.rejected.fetch_add(1, Ordering::Relaxed);
+        if !std::ptr::eq(self, at) {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+        }
         self.rejection(at, BudgetRejectionReason::Capacity(dimension))
     }
 
@@ -575,6 +583,7 @@ impl ResourceBudgetTree {
             clock,
             released: Notify::new(),
             release_armed: AtomicBool::new(false),
+            closed: Notify::new(),
             dynamic: DynamicRegistry::new(max_entries),
         });
         let node = Node::new(Arc::clone(&name), name, limit, None, tree, None);
@@ -736,6 +745,9 @@ pub struct ResourcePermit {
     /// acquisition, only the common ancestors after a rebind (target-only
     /// levels are reserved without a token), none once promoted.
     token_levels: usize,
+    /// False once [`into_reserved`](Self::into_reserved) handed the
+    /// reservation to its caller: dropping then releases nothing.
+    held: bool,
 }
 
 impl fmt::Debug for ResourcePermit {
@@ -749,6 +761,20 @@ impl fmt::Debug for ResourcePermit {
 }
 
 impl ResourcePermit {
+    /// Gives up the permit without releasing: the caller now owns its
+    /// reservation (one count and the returned bytes of the returned class
+    /// on this permit's chain) and must give it back with
+    /// [`Node::release`] on that chain.
+    pub(crate) fn into_reserved(mut self) -> (usize, BudgetClass) {
+        self.held = false;
+        (self.bytes, self.class)
+    }
+
+    /// Whether this permit belongs to `node`'s tree.
+    pub(crate) fn is_in_tree_of(&self, node: &Node) -> bool {
+        self.node.tree.id == node.tree.id
+    }
+
     /// Takes ownership of one reservation made with [`Node::reserve`].
     #[inline]
     pub(crate) fn from_reserved(node: Arc<Node>, bytes: usize, class: BudgetClass) -> Self {
@@ -758,6 +784,7 @@ impl ResourcePermit {
             bytes,
             class,
             token_levels,
+            held: true,
         }
     }
 
@@ -839,6 +866,12 @@ impl ResourcePermit {
     /// common ancestors stay, target-only levels are reserved first, then
     /// source-only levels are released.
     ///
+    /// The whole target chain is checked, the permit's own budget
+    /// included: a closed target (or a target under a closed dynamic key)
+    /// answers `Rejected` with a closed rejection, even when it is the
+    /// budget the permit is already charged to. An open same-budget target
+    /// answers `Unchanged`.
+    ///
     /// # Errors
     ///
     /// `PermitTargetInDifferentTree` for a budget of another tree (the
@@ -847,18 +880,23 @@ impl ResourcePermit {
         &mut self,
         target: &ResourceBudget,
     ) -> Result<PermitRebindOutcome, RuntimeContractViolation> {
-        let source = &self.node;
-        if source.tree.id != target.node.tree.id {
+        if !self.is_in_tree_of(&target.node) {
             return Err(RuntimeContractViolation::PermitTargetInDifferentTree);
         }
-        if Arc::ptr_eq(source, &target.node) {
-            return Ok(PermitRebindOutcome::Unchanged);
-        }
-        let target_node = &target.node;
+        Ok(self.rebind_in_tree(&target.node))
+    }
+
+    /// [`try_rebind`](Self::try_rebind) to a level of this permit's own
+    /// tree (the caller checked the tree).
+    pub(crate) fn rebind_in_tree(&mut self, target_node: &Arc<Node>) -> PermitRebindOutcome {
+        let source = &self.node;
         if let Some(closed) = target_node.closed_level() {
-            return Ok(PermitRebindOutcome::Rejected(
+            return PermitRebindOutcome::Rejected(
                 target_node.rejection(closed, BudgetRejectionReason::Closed),
-            ));
+            );
+        }
+        if Arc::ptr_eq(source, target_node) {
+            return PermitRebindOutcome::Unchanged;
         }
         let common = common_ancestor(source, target_node);
         // Nothing to reserve when the target is an ancestor of the source.
@@ -868,9 +906,7 @@ impl ResourcePermit {
                 target_node.reserve_chain(1, self.bytes, self.class, false, common)
             {
                 target_node.tree.notify_released();
-                return Ok(PermitRebindOutcome::Rejected(
-                    target_node.refused(at, dimension),
-                ));
+                return PermitRebindOutcome::Rejected(target_node.refused(at, dimension));
             }
             // Again after reserving, as an acquisition does: a rebind racing
             // the target's close is either before it or refused.
@@ -879,7 +915,7 @@ impl ResourcePermit {
                 let rejection = target_node.rejection(closed, BudgetRejectionReason::Closed);
                 target_node.roll_back_chain(1, self.bytes, self.class, false, common);
                 target_node.tree.notify_released();
-                return Ok(PermitRebindOutcome::Rejected(rejection));
+                return PermitRebindOutcome::Rejected(rejection);
             }
         }
         source.release_chain(1, self.bytes, self.class, common);
@@ -888,7 +924,7 @@ impl ResourcePermit {
         let common_levels = common.map_or(0, |common| common.depth + 1);
         self.token_levels = self.token_levels.min(common_levels);
         self.node = Arc::clone(target_node);
-        Ok(PermitRebindOutcome::Rebound)
+        PermitRebindOutcome::Rebound
     }
 }
 
@@ -911,6 +947,8 @@ fn common_ancestor<'a>(a: &'a Node, b: &'a Node) -> Option<&'a Node> {
 impl Drop for ResourcePermit {
     #[inline]
     fn drop(&mut self) {
-        self.node.release(1, self.bytes, self.class);
+        if self.held {
+            self.node.release(1, self.bytes, self.class);
+        }
     }
 }

@@ -10,6 +10,14 @@
 //!
 //! So a task whose destructor is still running is still registered, and a
 //! counter is never published before the future it describes is gone.
+//!
+//! A panic in the destructor (after the future returned, or while an abort
+//! drops it) is counted `Panicked` like a panic in `poll`, and is resumed
+//! after the settlement, so the task's `JoinHandle` reports it
+//! (`JoinError::is_panic`) in both cases: Tokio catches a panic of an
+//! aborted task's drop as it catches one of its poll. A destructor panic
+//! while the thread is already unwinding is not resumed (that would abort
+//! the process); it is still counted.
 
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -137,11 +145,15 @@ pin_project! {
             let mut this = this.project();
             if let Some(settlement) = this.settlement.take() {
                 // Dropped before completing: aborted, or the runtime shut down.
-                let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-                settlement.finish(match destroyed {
-                    Ok(()) => Ending::Aborted,
-                    Err(_) => Ending::Panicked,
-                });
+                match catch_unwind(AssertUnwindSafe(|| this.future.set(None))) {
+                    Ok(()) => settlement.finish(Ending::Aborted),
+                    Err(payload) => {
+                        settlement.finish(Ending::Panicked);
+                        if !std::thread::panicking() {
+                            resume_unwind(payload);
+                        }
+                    }
+                }
             }
         }
     }
@@ -182,9 +194,11 @@ where
             Err(payload) => (None, Some(payload)),
         };
         let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-        let ending = match (returned, destroyed) {
-            (Some(value), Ok(())) => Ending::Returned(value),
-            _ => Ending::Panicked,
+        let (ending, payload) = match (returned, destroyed) {
+            (Some(value), Ok(())) => (Ending::Returned(value), None),
+            // A poll panic is the one reported; a destructor panic after
+            // it is dropped.
+            (_, destroyed) => (Ending::Panicked, payload.or(destroyed.err())),
         };
         if let Some(settlement) = this.settlement.take() {
             settlement.finish(ending);

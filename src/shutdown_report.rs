@@ -73,11 +73,11 @@ impl ShutdownAnnotation {
 ///
 /// | Field | Counts |
 /// | --- | --- |
-/// | `completed` | Tasks whose future returned. |
-/// | `cancelled` | Tasks dropped because their owner was cancelled. |
+/// | `completed` | Tasks whose future returned before their group's token was cancelled. |
+/// | `cancelled` | Tasks that ended because their group was cancelled: dropped at the cancellation (a cancellable service, an operation task), or returned after it. |
 /// | `aborted` | Tasks destroyed by an abort, whoever requested it. |
 /// | `failed` | Failures reported by the group's shutdown steps. |
-/// | `panicked` | Tasks that panicked while polled or dropped. |
+/// | `panicked` | Tasks that panicked while polled or dropped (a destructor panic after a return or an abort counts here, once). |
 /// | `timed_out` | Tasks this shutdown aborted when its deadline expired, plus the tasks still registered (`leaked`). An abort requested earlier through `abort_task` is counted in `aborted` only, never here. |
 /// | `leaked` | Tasks still registered when the report was assembled. |
 /// | `blocking_still_running` | Blocking closures that may still execute (merged with [`merge_blocking`](Self::merge_blocking)). |
@@ -119,9 +119,10 @@ pub struct ShutdownReport {
     /// How long the shutdown took.
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
     pub elapsed: Duration,
-    /// Tasks whose future returned.
+    /// Tasks whose future returned before their group was cancelled.
     pub completed: usize,
-    /// Tasks dropped because their owner was cancelled.
+    /// Tasks that ended because their group was cancelled (dropped at the
+    /// cancellation, or returned after it).
     pub cancelled: usize,
     /// Tasks destroyed by an abort (explicit or at the deadline).
     pub aborted: usize,

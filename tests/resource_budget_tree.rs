@@ -237,6 +237,58 @@ fn control_reserve_is_kept_from_data_work() {
     drop((data, promoted));
 }
 
+/// A refusal is counted in `rejected_count` of the budget the request was
+/// made on and of the level that ran out; the levels in between and above
+/// do not count it.
+#[test]
+fn a_refusal_counts_on_the_requesting_budget_and_the_exhausted_level() {
+    let tree = tree(10, 1_000);
+    let broker = tree.root().child("broker", limit(10, 500)).expect("fits");
+    let topic = broker.child("topic", limit(10, 500)).expect("fits");
+    let queue = topic.child("queue", limit(1, 500)).expect("fits");
+    let _held = broker.try_acquire_data(450).expect("fits");
+    let rejection = queue.try_acquire_data(100).expect_err("broker bytes");
+    assert_eq!(rejection.exhausted_path(), "process/broker");
+    let rejected = |budget: &ResourceBudget| budget.snapshot().rejected_count;
+    assert_eq!(
+        [
+            rejected(&tree.root()),
+            rejected(&broker),
+            rejected(&topic),
+            rejected(&queue)
+        ],
+        [0, 1, 0, 1]
+    );
+    // Refused at the requesting level itself: counted once.
+    let _more = queue.try_acquire_data(40).expect("fits");
+    let rejection = queue.try_acquire_data(5).expect_err("queue count");
+    assert_eq!(rejection.exhausted_path(), "process/broker/topic/queue");
+    assert_eq!((rejected(&queue), rejected(&broker)), (2, 1));
+}
+
+/// Rebinding a permit onto its own budget checks that budget like any
+/// target: once its dynamic key is closed the rebind is refused as closed
+/// (while open it is `Unchanged`).
+#[test]
+fn rebinding_onto_its_own_closed_budget_is_refused_as_closed() {
+    let (_tree, tenants) = tenants();
+    let key = tenants
+        .register_dynamic_child("t1", limit(10, 1_000))
+        .expect("registered");
+    let budget = key.budget();
+    let mut permit = budget.try_acquire_data(10).expect("fits");
+    assert_eq!(
+        permit.try_rebind(&budget).expect("same tree"),
+        PermitRebindOutcome::Unchanged
+    );
+    key.close();
+    match permit.try_rebind(&budget).expect("same tree") {
+        PermitRebindOutcome::Rejected(rejection) => assert!(rejection.is_closed()),
+        other => panic!("a closed budget took the permit: {other:?}"),
+    }
+    assert_eq!(counts(&budget), (1, 10), "the permit is unchanged");
+}
+
 #[test]
 fn resize_and_rebind() {
     let tree = tree(10, 1_000);

@@ -143,6 +143,57 @@ async fn a_destructor_panic_is_a_panic() {
     assert_eq!(report.completed, 0);
 }
 
+/// A future that returns at once and panics when it is destroyed after
+/// returning (its destructor runs after the poll that completed it).
+struct ReadyThenPanicsOnDrop(#[allow(dead_code)] PanicsOnDrop);
+
+impl std::future::Future for ReadyThenPanicsOnDrop {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Ready(())
+    }
+}
+
+/// A destructor panic after the future returned, and one while an abort
+/// destroys it, are each counted once as `panicked` and reach the task's
+/// join handle as a panic, as a panic in `poll` does.
+#[tokio::test]
+async fn a_destructor_panic_reaches_the_join_handle_and_settles_once() {
+    let ctx = harness("drop-panic-join");
+    let group = ctx.root_group().try_child("svc").expect("open");
+    let (_, returned) = group
+        .spawn_with_handle(
+            "returns-then-panics",
+            TaskKind::Worker,
+            ReadyThenPanicsOnDrop(PanicsOnDrop),
+        )
+        .expect("open");
+    let error = guard("returned task", returned)
+        .await
+        .expect_err("the destructor panic reaches the handle");
+    assert!(error.is_panic(), "{error:?}");
+
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let (id, aborted) = group
+        .spawn_with_handle("aborted-then-panics", TaskKind::Worker, async move {
+            let _guard = PanicsOnDrop;
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+        })
+        .expect("open");
+    guard("started", started_rx).await.expect("task started");
+    assert!(group.abort_task(id));
+    let error = guard("aborted task", aborted)
+        .await
+        .expect_err("the destructor panic reaches the handle");
+    assert!(error.is_panic(), "an abort whose drop panicked: {error:?}");
+
+    let report = guard("shutdown", group.shutdown(Duration::from_secs(1))).await;
+    assert_eq!(report.panicked, 2, "{}", report.to_json());
+    assert_eq!(report.aborted + report.completed + report.cancelled, 0);
+}
+
 #[tokio::test]
 async fn foreign_task_ids_are_never_found_aborted_or_waited_for() {
     let ctx = harness("foreign");

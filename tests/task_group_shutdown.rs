@@ -10,6 +10,73 @@ use rocketmq_runtime::{
 use support::{guard, harness, tree_nodes};
 use tokio::time::Instant;
 
+/// Spawns one task of every spawn path into `group`, each returning once
+/// `token` is cancelled; returns how many.
+fn spawn_every_kind_until(
+    group: &rocketmq_runtime::TaskGroup,
+    token: &tokio_util::sync::CancellationToken,
+) -> usize {
+    let waits = || {
+        let token = token.clone();
+        async move { token.cancelled().await }
+    };
+    let failures = rocketmq_runtime::CriticalFailureState::new();
+    let operation = rocketmq_runtime::OperationContext::without_deadline(TaskKind::Worker);
+    group
+        .spawn("worker", TaskKind::Worker, waits())
+        .expect("open");
+    group.spawn_service("service", waits()).expect("open");
+    group
+        .spawn_with_handle("handle", TaskKind::Other, waits())
+        .expect("open");
+    group
+        .spawn_critical("critical", TaskKind::Worker, failures.clone(), waits())
+        .expect("open");
+    group
+        .spawn_critical_service("critical-service", failures.clone(), waits())
+        .expect("open");
+    group
+        .spawn_draining_operation(&operation, "draining", waits())
+        .expect("open");
+    assert_eq!(failures.occurrences(), 0);
+    6
+}
+
+/// A task that returns normally after its group's token was cancelled is
+/// counted `cancelled`, not `completed`, for every spawn path, in a
+/// graceful and in an immediate report; one that returned before stays
+/// `completed`.
+#[tokio::test(start_paused = true)]
+async fn tasks_returning_after_cancellation_count_as_cancelled_in_every_report() {
+    let ctx = harness("cancelled-returns");
+    // Graceful: the shutdown's own cancellation.
+    let graceful = ctx.root_group().try_child("graceful").expect("open");
+    graceful
+        .spawn("early", TaskKind::Worker, async {})
+        .expect("open");
+    tokio::task::yield_now().await;
+    let kinds = spawn_every_kind_until(&graceful, &graceful.cancellation_token());
+    tokio::task::yield_now().await;
+    let report = guard("graceful", graceful.shutdown(Duration::from_secs(5))).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(report.completed, 1, "{}", report.to_json());
+    assert_eq!(report.cancelled, kinds, "{}", report.to_json());
+
+    // Immediate: a broadcast cancellation the tasks obey, then
+    // `shutdown_now` reports what settled.
+    let immediate = ctx.root_group().try_child("immediate").expect("open");
+    let kinds = spawn_every_kind_until(&immediate, &immediate.cancellation_token());
+    tokio::task::yield_now().await;
+    immediate.cancel();
+    while immediate.task_count() > 0 {
+        tokio::task::yield_now().await;
+    }
+    let report = immediate.shutdown_now();
+    assert_eq!(report.cancelled, kinds, "{}", report.to_json());
+    assert_eq!(report.completed + report.aborted + report.leaked, 0);
+    guard("harness", ctx.shutdown_tasks(Duration::from_secs(1))).await;
+}
+
 /// A service that ignores cancellation is aborted at the deadline.
 ///
 /// ```text

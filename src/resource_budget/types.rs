@@ -259,7 +259,10 @@ pub struct BudgetSnapshot {
     pub admitted_count: u64,
     /// Reservations ever released at this level.
     pub released_count: u64,
-    /// Requests this level rejected.
+    /// Capacity refusals of requests made on this level (whichever level
+    /// ran out), plus those this level ran out for when the request came
+    /// through a descendant. Levels in between do not count a refusal;
+    /// closed-gate refusals are not counted.
     pub rejected_count: u64,
     /// Requests this level rejected for its rate.
     pub throttled_count: u64,

@@ -225,7 +225,10 @@ impl TaskGroup {
     /// Spawns a tracked task and returns its Tokio join handle as well.
     ///
     /// The group still tracks, aborts and reports the task; the handle
-    /// resolves after settlement. A panic is reported through the handle.
+    /// resolves after settlement. A panic is reported through the handle
+    /// (`JoinError::is_panic`), whether it happened in `poll` or in the
+    /// future's destructor (after it returned or while an abort dropped
+    /// it).
     ///
     /// # Errors
     ///

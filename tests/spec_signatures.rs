@@ -1,0 +1,151 @@
+//! Code written against the spec's signatures compiles and behaves: each
+//! test uses one changed signature the way user code does (CONTRACTS 1.3,
+//! 1.9, 1.11, 1.16, 1.17).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    BudgetLimit, CriticalFailureKind, CriticalFailureState, DrainRequestMethods, FullPolicy,
+    MonotonicClock, ResourceBudgetTree, RuntimeContext, ServiceLifecycle, ServiceLifecycleConfig,
+    ShutdownReport, TaskKind,
+};
+use support::guard;
+
+/// A user's clock: no `Debug`, as a clock type from another crate may be.
+struct TickClock(std::sync::atomic::AtomicU64);
+
+impl MonotonicClock for TickClock {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+#[test]
+fn a_clock_without_debug_drives_a_budget_tree() {
+    let clock = Arc::new(TickClock(std::sync::atomic::AtomicU64::new(5)));
+    let tree = ResourceBudgetTree::with_clock(
+        "process",
+        BudgetLimit::new(4, 1_024, FullPolicy::Reject),
+        clock,
+    )
+    .expect("valid");
+    assert_eq!(tree.root().monotonic_now(), Duration::from_millis(5));
+}
+
+/// Sums a counter over a report tree, as `usize`.
+fn total(report: &ShutdownReport, counter: fn(&ShutdownReport) -> usize) -> usize {
+    let mut sum: usize = 0;
+    let mut stack = vec![report];
+    while let Some(node) = stack.pop() {
+        sum += counter(node);
+        stack.extend(&node.children);
+    }
+    sum
+}
+
+#[tokio::test(start_paused = true)]
+async fn report_counters_sum_as_usize() {
+    let ctx = RuntimeContext::try_from_current("signatures").expect("inside Tokio");
+    let component = ctx.service_context("component");
+    component
+        .spawn("returns", TaskKind::Worker, async {})
+        .expect("open");
+    tokio::task::yield_now().await;
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(1))).await;
+    let child = &report.children[0];
+    let settled: usize = child.completed
+        + child.cancelled
+        + child.aborted
+        + child.failed
+        + child.panicked
+        + child.timed_out
+        + child.leaked
+        + child.blocking_still_running
+        + child.remaining_tasks_omitted;
+    assert_eq!(settled, 1);
+    assert_eq!(total(&report, |node| node.completed), 1);
+}
+
+#[test]
+fn blocking_task_names_compare_with_str() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let ctx = RuntimeContext::try_from_current("names").expect("inside Tokio");
+        let storage = ctx.service_context("store").storage_io();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let running = tokio::spawn({
+            let storage = storage.clone();
+            async move {
+                storage
+                    .spawn_io("flush", move || {
+                        entered_tx.send(()).expect("test waits");
+                        let _ = release_rx.recv();
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || entered_rx.recv())
+            .await
+            .expect("joins")
+            .expect("closure entered");
+        let snapshot = storage.snapshot();
+        assert!(snapshot.tasks.iter().any(|task| task.name == "flush"));
+        release_tx.send(()).expect("closure waits");
+        running.await.expect("joins").expect("ran");
+        ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    });
+}
+
+#[test]
+fn a_lifecycle_config_is_a_struct_literal_of_the_spec_fields() {
+    let config = ServiceLifecycleConfig {
+        service_name: Arc::from("broker"),
+        probe_bind_addr: None,
+        shutdown_timeout: Duration::from_secs(20),
+        liveness_stale_after: Duration::from_secs(10),
+        drain_request_methods: DrainRequestMethods::GetOrPost,
+    };
+    let lifecycle = ServiceLifecycle::new(config).with_drain_delay(Duration::from_secs(2));
+    assert_eq!(lifecycle.config().shutdown_timeout, Duration::from_secs(20));
+    assert_eq!(lifecycle.drain_delay(), Duration::from_secs(2));
+}
+
+/// The failure state is passed by value to every spawn path, and the
+/// caller keeps using it through a clone.
+#[tokio::test(start_paused = true)]
+async fn spawn_critical_takes_the_state_by_value_and_a_clone_stays_usable() {
+    let ctx = RuntimeContext::try_from_current("critical").expect("inside Tokio");
+    let component = ctx.service_context("component");
+    let failures = CriticalFailureState::new();
+    component
+        .spawn_critical("ctx", TaskKind::Worker, failures.clone(), async {
+            panic!("deliberate")
+        })
+        .expect("open");
+    component
+        .task_group()
+        .spawn_critical("group", TaskKind::Worker, failures.clone(), async {})
+        .expect("open");
+    component
+        .task_spawner()
+        .spawn_critical_service("spawner", failures.clone(), async {})
+        .expect("open");
+    component
+        .spawn_critical_service("ctx-service", failures.clone(), async {})
+        .expect("open");
+    let failure = guard("failure recorded", failures.wait()).await;
+    assert_eq!(failure.kind(), CriticalFailureKind::Panicked);
+    while failures.occurrences() < 3 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(failures.occurrences(), 3, "one panic, two early exits");
+    ctx.shutdown_tasks(Duration::from_secs(1)).await;
+}

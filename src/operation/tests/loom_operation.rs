@@ -181,7 +181,7 @@ fn loom_operation_hard_stop_misses_no_registering_task() {
         let aborted = owner.snapshot(0).counters.live_abort_requested;
         assert_eq!(
             aborted,
-            u64::from(accepted),
+            usize::from(accepted),
             "an accepted task is always asked to abort"
         );
     });

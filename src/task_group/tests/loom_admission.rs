@@ -418,7 +418,7 @@ fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
             snapshot.counters.completed, 2,
             "each settlement counted once"
         );
-        assert_eq!(snapshot.live, 3 * SHARDS as u64 - 2);
+        assert_eq!(snapshot.live, 3 * SHARDS - 2);
         assert_eq!(gate.len(), 3 * SHARDS - 2);
     });
 }

@@ -6,21 +6,21 @@ use std::time::Duration;
 
 use super::*;
 
-fn parse(vars: &[(&str, &str)]) -> RuntimeResult<ServiceLifecycleConfig> {
+/// A variable lookup over `vars` (the process environment is not read).
+fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let vars: HashMap<String, String> = vars
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    ServiceLifecycleConfig::from_lookup("broker", |name| vars.get(name).cloned())
+    move |name| vars.get(name).cloned()
+}
+
+fn parse(vars: &[(&str, &str)]) -> RuntimeResult<ServiceLifecycleConfig> {
+    ServiceLifecycleConfig::from_lookup("broker", lookup(vars))
 }
 
 fn drain_delay(vars: &[(&str, &str)]) -> RuntimeResult<Duration> {
-    let vars: HashMap<String, String> = vars
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    ServiceLifecycle::from_lookup("broker", |name| vars.get(name).cloned())
-        .map(|lifecycle| lifecycle.drain_delay())
+    ServiceLifecycle::from_lookup("broker", lookup(vars)).map(|lifecycle| lifecycle.drain_delay())
 }
 
 #[test]

@@ -63,11 +63,10 @@ pub struct RuntimeConfig {
     pub blocking_lane_policies: BlockingLanePolicies,
     /// Whether the Tokio I/O driver is enabled.
     pub enable_io: bool,
-    /// Whether the Tokio time driver is enabled.
-    ///
-    /// A [`RuntimeOwner`](crate::RuntimeOwner) always enables it, because
-    /// shutdown deadlines are Tokio timers; `false` is accepted for
-    /// compatibility and has no effect on an owned runtime.
+    /// Whether the Tokio time driver is enabled. It must be `true`:
+    /// every deadline, timeout and schedule of this crate is a Tokio timer,
+    /// so [`validate`](Self::validate) refuses `false`
+    /// (`TimeDriverEnabled`) rather than accept a setting it cannot honour.
     pub enable_time: bool,
 }
 
@@ -177,6 +176,11 @@ impl RuntimeConfig {
     ///    (see [`BlockingLanePolicies::validate`])
     /// 7. `max_blocking_threads < 3` (less than one reserved slot per lane)
     ///    → `BlockingGlobalCapacityCoversLanes`
+    /// 8. `enable_time == false` → `TimeDriverEnabled`
+    ///
+    /// The violation's message names the field and what it accepts (see
+    /// [`RuntimeContractPolicy::subject`] and
+    /// [`RuntimeContractPolicy::requirement`]).
     pub fn validate(&self) -> Result<(), RuntimeContractViolation> {
         let fail = |policy| Err(RuntimeContractViolation::configuration(policy));
         if self.worker_threads == 0 {
@@ -197,6 +201,9 @@ impl RuntimeConfig {
         self.blocking_lane_policies.validate()?;
         if self.max_blocking_threads < Self::MIN_ENTRYPOINT_BLOCKING_THREADS {
             return fail(RuntimeContractPolicy::BlockingGlobalCapacityCoversLanes);
+        }
+        if !self.enable_time {
+            return fail(RuntimeContractPolicy::TimeDriverEnabled);
         }
         Ok(())
     }

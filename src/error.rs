@@ -25,18 +25,28 @@
 //! kind and the operation and never includes the text of the underlying
 //! cause; the cause stays reachable through [`std::error::Error::source`].
 //!
+//! Some errors also carry a typed [`RuntimeErrorContext`] (a refused
+//! environment value, an address that could not be bound), reachable
+//! through [`RuntimeError::context`] and shown by its `Display`.
+//! [`RuntimeError::public_view`] is what may go back to a remote client;
+//! [`RuntimeError::diagnostic_view`] is for logs.
+//!
 //! There is deliberately no conversion between the two channels: an
 //! application that wants one error type defines it and accepts both.
 //!
 //! Ordinary outcomes (a budget rejection, an already-registered schedule, a
 //! metadata target conflict) are not errors at all and have their own types.
 
+mod context;
 mod contract;
 mod kind;
 mod operation;
 mod runtime_error;
+mod view;
 
+pub use context::{EnvironmentViolation, RuntimeErrorContext};
 pub use contract::{RuntimeContractPolicy, RuntimeContractViolation};
 pub use kind::{CanonicalCondition, RuntimeErrorKind};
 pub use operation::{ExternalOperation, RuntimeOperation};
 pub use runtime_error::{RuntimeError, RuntimeResult};
+pub use view::{RuntimeErrorDescriptor, RuntimeErrorDiagnosticView, RuntimeErrorPublicView};

@@ -38,6 +38,7 @@ mod blocking;
 mod config;
 mod context;
 mod critical;
+mod environment;
 mod error;
 mod metadata_io;
 mod operation;
@@ -60,6 +61,7 @@ pub use context::RuntimeContext;
 pub use critical::{
     CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
 };
+pub use environment::{EnvironmentVariable, ENVIRONMENT_VARIABLES};
 pub use error::*;
 pub use metadata_io::fs::*;
 pub use metadata_io::{

@@ -98,8 +98,8 @@ impl RuntimeOwnerPlan {
     ///
     /// The runtime uses `worker_threads` workers and
     /// [`tokio_blocking_threads`](RuntimeConfig::tokio_blocking_threads)
-    /// blocking threads. The time driver is always enabled because shutdown
-    /// deadlines need it; `enable_io` is honoured.
+    /// blocking threads and the time driver (a configuration without it
+    /// does not pass [`RuntimeConfig::validate`]); `enable_io` is honoured.
     ///
     /// # Errors
     ///

@@ -20,7 +20,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::environment;
+use crate::error::{RuntimeContractPolicy, RuntimeError, RuntimeOperation, RuntimeResult};
 #[cfg(not(loom))]
 use crate::loom::Ordering;
 use crate::loom::{AtomicBool, Mutex};
@@ -202,36 +203,77 @@ impl ServiceLifecycleConfig {
 
     /// Reads the `ROCKETMQ_*` variables (see the constants) except
     /// [`DRAIN_DELAY_SECONDS_ENV`], which [`ServiceLifecycle::from_env`]
-    /// reads.
+    /// reads. Unset variables keep their defaults; an empty
+    /// `ROCKETMQ_HEALTH_BIND_ADDR` means no probe server.
     ///
     /// # Errors
     ///
-    /// `configuration(...)` naming the variable's operation for a value that
-    /// does not parse or is out of range.
+    /// Kind `Configuration` for a set variable whose value is refused (not
+    /// a number, out of range, not an address, not valid UTF-8, ...),
+    /// labelled with the variable's operation (`ServiceLifecycleDuration`,
+    /// `ServiceLifecycleDurationRange`, `ServiceLifecycleProbeAddress`,
+    /// `ServiceLifecycleDrainMethods`). Its
+    /// [`context`](RuntimeError::context) is an
+    /// [`EnvironmentViolation`](crate::EnvironmentViolation) naming the
+    /// variable, the value and what is accepted.
     pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
-        Self::from_lookup(service_name, |name| std::env::var(name).ok())
+        Self::from_lookup(service_name, &environment::process_environment)
     }
 
     /// [`from_env`](Self::from_env) over any variable lookup (tests).
     pub(crate) fn from_lookup(
         service_name: impl Into<Arc<str>>,
-        lookup: impl Fn(&str) -> Option<String>,
+        lookup: &impl environment::Lookup,
     ) -> RuntimeResult<Self> {
         let mut config = Self::new(service_name);
-        if let Some(value) = lookup(HEALTH_BIND_ADDR_ENV).filter(|value| !value.trim().is_empty()) {
-            config.probe_bind_addr = Some(value.trim().parse().map_err(|_| {
-                RuntimeError::configuration(RuntimeOperation::ServiceLifecycleProbeAddress)
-            })?);
+        let address = RuntimeContractPolicy::ProbeBindAddressValid;
+        if let Some((text, raw)) = environment::text(
+            lookup,
+            HEALTH_BIND_ADDR_ENV,
+            address,
+            RuntimeOperation::ServiceLifecycleProbeAddress,
+        )? {
+            if !text.is_empty() {
+                config.probe_bind_addr = Some(text.parse().map_err(|_| {
+                    environment::refused(
+                        RuntimeOperation::ServiceLifecycleProbeAddress,
+                        HEALTH_BIND_ADDR_ENV,
+                        &raw,
+                        address,
+                    )
+                })?);
+            }
         }
-        if let Some(value) = lookup(SHUTDOWN_TIMEOUT_SECONDS_ENV) {
-            config.shutdown_timeout = seconds_in(&value, 1..=300)?;
+        if let Some(timeout) = environment::seconds(
+            lookup,
+            SHUTDOWN_TIMEOUT_SECONDS_ENV,
+            1..=300,
+            RuntimeContractPolicy::ShutdownTimeoutSecondsInRange,
+        )? {
+            config.shutdown_timeout = timeout;
         }
-        if let Some(value) = lookup(LIVENESS_STALE_SECONDS_ENV) {
-            config.liveness_stale_after = seconds_in(&value, 2..=300)?;
+        if let Some(stale) = environment::seconds(
+            lookup,
+            LIVENESS_STALE_SECONDS_ENV,
+            2..=300,
+            RuntimeContractPolicy::LivenessStaleSecondsInRange,
+        )? {
+            config.liveness_stale_after = stale;
         }
-        if let Some(value) = lookup(HEALTH_DRAIN_METHODS_ENV) {
-            config.drain_request_methods = DrainRequestMethods::parse(&value).ok_or_else(|| {
-                RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDrainMethods)
+        let methods = RuntimeContractPolicy::DrainMethodsIncludePost;
+        if let Some((text, raw)) = environment::text(
+            lookup,
+            HEALTH_DRAIN_METHODS_ENV,
+            methods,
+            RuntimeOperation::ServiceLifecycleDrainMethods,
+        )? {
+            config.drain_request_methods = DrainRequestMethods::parse(&text).ok_or_else(|| {
+                environment::refused(
+                    RuntimeOperation::ServiceLifecycleDrainMethods,
+                    HEALTH_DRAIN_METHODS_ENV,
+                    &raw,
+                    methods,
+                )
             })?;
         }
         Ok(config)
@@ -242,32 +284,28 @@ impl ServiceLifecycleConfig {
 /// most 300 s and shorter than `shutdown_timeout`, since the delay runs
 /// inside the frozen deadline and must leave time for the shutdown itself.
 pub(crate) fn drain_delay_from_lookup(
-    lookup: impl Fn(&str) -> Option<String>,
+    lookup: &impl environment::Lookup,
     shutdown_timeout: Duration,
 ) -> RuntimeResult<Duration> {
-    let Some(value) = lookup(DRAIN_DELAY_SECONDS_ENV) else {
+    let Some(delay) = environment::seconds(
+        lookup,
+        DRAIN_DELAY_SECONDS_ENV,
+        0..=300,
+        RuntimeContractPolicy::DrainDelaySecondsInRange,
+    )?
+    else {
         return Ok(Duration::ZERO);
     };
-    let delay = seconds_in(&value, 0..=300)?;
     if delay >= shutdown_timeout {
-        return Err(RuntimeError::configuration(
+        let raw = lookup(DRAIN_DELAY_SECONDS_ENV).unwrap_or_default();
+        return Err(environment::refused(
             RuntimeOperation::ServiceLifecycleDurationRange,
+            DRAIN_DELAY_SECONDS_ENV,
+            &raw,
+            RuntimeContractPolicy::DrainDelayBelowShutdownTimeout,
         ));
     }
     Ok(delay)
-}
-
-fn seconds_in(value: &str, range: std::ops::RangeInclusive<u64>) -> RuntimeResult<Duration> {
-    let seconds: u64 = value
-        .trim()
-        .parse()
-        .map_err(|_| RuntimeError::configuration(RuntimeOperation::ServiceLifecycleDuration))?;
-    if !range.contains(&seconds) {
-        return Err(RuntimeError::configuration(
-            RuntimeOperation::ServiceLifecycleDurationRange,
-        ));
-    }
-    Ok(Duration::from_secs(seconds))
 }
 
 /// What a critical failure does to the service (readiness is always
@@ -414,16 +452,16 @@ impl ServiceLifecycle {
     /// As [`ServiceLifecycleConfig::from_env`]; a drain delay above 300 s
     /// or not shorter than the shutdown timeout is refused too.
     pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
-        Self::from_lookup(service_name, |name| std::env::var(name).ok())
+        Self::from_lookup(service_name, &environment::process_environment)
     }
 
     /// [`from_env`](Self::from_env) over any variable lookup (tests).
     pub(crate) fn from_lookup(
         service_name: impl Into<Arc<str>>,
-        lookup: impl Fn(&str) -> Option<String>,
+        lookup: &impl environment::Lookup,
     ) -> RuntimeResult<Self> {
-        let config = ServiceLifecycleConfig::from_lookup(service_name, &lookup)?;
-        let delay = drain_delay_from_lookup(&lookup, config.shutdown_timeout)?;
+        let config = ServiceLifecycleConfig::from_lookup(service_name, lookup)?;
+        let delay = drain_delay_from_lookup(lookup, config.shutdown_timeout)?;
         Ok(Self::new(config).with_drain_delay(delay))
     }
 

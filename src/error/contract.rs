@@ -9,8 +9,11 @@ use crate::resource_budget::BudgetDimension;
 /// The rule a rejected configuration broke.
 ///
 /// `Display` (and [`as_str`](Self::as_str)) is a stable lowercase kebab-case
-/// label such as `worker-threads-positive`. The enum is non-exhaustive: a
-/// `match` outside this crate needs a wildcard arm.
+/// label such as `worker-threads-positive`; [`subject`](Self::subject) names
+/// the setting the rule is about and [`requirement`](Self::requirement) says
+/// what it accepts, so a message built from a policy tells an operator what
+/// to change. The enum is non-exhaustive: a `match` outside this crate needs
+/// a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RuntimeContractPolicy {
@@ -54,6 +57,26 @@ pub enum RuntimeContractPolicy {
     MetadataMaxPendingBytesPositive,
     /// The metadata actor's blocking task timeout must be positive.
     MetadataBlockingTaskTimeoutPositive,
+    /// Tokio's time driver must be enabled: every deadline, timeout and
+    /// schedule of this crate is a Tokio timer.
+    TimeDriverEnabled,
+    /// `ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS` must be whole seconds in 1..=300.
+    ShutdownTimeoutSecondsInRange,
+    /// `ROCKETMQ_LIVENESS_STALE_SECONDS` must be whole seconds in 2..=300.
+    LivenessStaleSecondsInRange,
+    /// `ROCKETMQ_DRAIN_DELAY_SECONDS` must be whole seconds in 0..=300.
+    DrainDelaySecondsInRange,
+    /// The drain delay must be shorter than the shutdown timeout: it runs
+    /// inside the frozen deadline and must leave time for the shutdown.
+    DrainDelayBelowShutdownTimeout,
+    /// `ROCKETMQ_HEALTH_BIND_ADDR` must be a socket address (or empty).
+    ProbeBindAddressValid,
+    /// `ROCKETMQ_HEALTH_DRAIN_METHODS` must be `POST` or `GET,POST`.
+    DrainMethodsIncludePost,
+    /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a whole number of bytes
+    /// of at least
+    /// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES).
+    ProcessMemoryLimitAtLeastMinimum,
 }
 
 impl RuntimeContractPolicy {
@@ -87,6 +110,98 @@ impl RuntimeContractPolicy {
             Self::MetadataMaxPendingOperationsPositive => "max-pending-operations-positive",
             Self::MetadataMaxPendingBytesPositive => "max-pending-bytes-positive",
             Self::MetadataBlockingTaskTimeoutPositive => "blocking-task-timeout-positive",
+            Self::TimeDriverEnabled => "time-driver-enabled",
+            Self::ShutdownTimeoutSecondsInRange => "shutdown-timeout-seconds-in-range",
+            Self::LivenessStaleSecondsInRange => "liveness-stale-seconds-in-range",
+            Self::DrainDelaySecondsInRange => "drain-delay-seconds-in-range",
+            Self::DrainDelayBelowShutdownTimeout => "drain-delay-below-shutdown-timeout",
+            Self::ProbeBindAddressValid => "probe-bind-address-valid",
+            Self::DrainMethodsIncludePost => "drain-methods-include-post",
+            Self::ProcessMemoryLimitAtLeastMinimum => "process-memory-limit-at-least-minimum",
+        }
+    }
+
+    /// The setting the rule is about, as a user names it (a field path or
+    /// a constructor).
+    pub const fn subject(self) -> &'static str {
+        match self {
+            Self::MaxBlockingThreadsWithinSupportedRange
+            | Self::MaxBlockingThreadsPositive
+            | Self::BlockingGlobalCapacityCoversLanes => "RuntimeConfig::max_blocking_threads",
+            Self::WorkerThreadsPositive => "RuntimeConfig::worker_threads",
+            Self::ThreadNameNotBlank => "RuntimeConfig::thread_name",
+            Self::ThreadStackSizePositive => "RuntimeConfig::thread_stack_size",
+            Self::TimeDriverEnabled => "RuntimeConfig::enable_time",
+            Self::BlockingMaxConcurrencyPositive => "BlockingPoolPolicy::max_concurrency",
+            Self::BlockingMaxQueueDepthPositive => "BlockingPoolPolicy::max_queue_depth",
+            Self::BlockingTimeoutRepresentable => {
+                "BlockingPoolPolicy::queue_timeout + BlockingPoolPolicy::task_timeout"
+            }
+            Self::ServiceContextScopeNotBlank => "ScopeId",
+            Self::ConfiguredMemoryLimitPositive => "ProcessMemoryLimit::configured",
+            Self::MemoryFractionPositiveAndBounded => "ProcessMemoryLimit::fraction",
+            Self::ManagedMemoryRatioPositiveAndBounded => "ManagedMemoryPolicy::fraction",
+            Self::ManagedMemoryHeadroomBelowEffectiveLimit => "ManagedMemoryPolicy::with_headroom",
+            Self::ManagedMemoryBudgetPositive => "ManagedMemoryPolicy",
+            Self::CriticalFailureSubscriptionCapacityPositive => "CriticalFailureState::subscribe",
+            Self::MetadataMaxPendingOperationsPositive => "MetadataIoConfig::max_pending_operations",
+            Self::MetadataMaxPendingBytesPositive => "MetadataIoConfig::max_pending_bytes",
+            Self::MetadataBlockingTaskTimeoutPositive => "MetadataIoConfig::blocking_task_timeout",
+            Self::ShutdownTimeoutSecondsInRange => "ServiceLifecycleConfig::shutdown_timeout",
+            Self::LivenessStaleSecondsInRange => "ServiceLifecycleConfig::liveness_stale_after",
+            Self::DrainDelaySecondsInRange | Self::DrainDelayBelowShutdownTimeout => {
+                "ServiceLifecycle::with_drain_delay"
+            }
+            Self::ProbeBindAddressValid => "ServiceLifecycleConfig::probe_bind_addr",
+            Self::DrainMethodsIncludePost => "ServiceLifecycleConfig::drain_request_methods",
+            Self::ProcessMemoryLimitAtLeastMinimum => "ProcessMemoryLimit::detect",
+        }
+    }
+
+    /// What the setting accepts, as a phrase that follows "expected".
+    pub const fn requirement(self) -> &'static str {
+        match self {
+            Self::MaxBlockingThreadsWithinSupportedRange => "a value in 3..=512",
+            Self::WorkerThreadsPositive
+            | Self::MaxBlockingThreadsPositive
+            | Self::BlockingMaxConcurrencyPositive
+            | Self::BlockingMaxQueueDepthPositive
+            | Self::CriticalFailureSubscriptionCapacityPositive
+            | Self::MetadataMaxPendingOperationsPositive
+            | Self::MetadataMaxPendingBytesPositive => "at least 1",
+            Self::BlockingGlobalCapacityCoversLanes => "at least 3 (one reserved slot per lane)",
+            Self::ThreadNameNotBlank | Self::ServiceContextScopeNotBlank => {
+                "a name with a non-whitespace character"
+            }
+            Self::ThreadStackSizePositive => "None or a positive number of bytes",
+            Self::TimeDriverEnabled => {
+                "true (deadlines, timeouts and schedules are Tokio timers)"
+            }
+            Self::BlockingTimeoutRepresentable => {
+                "a sum representable as a duration and as a deadline"
+            }
+            Self::ConfiguredMemoryLimitPositive => "at least 1 byte",
+            Self::MemoryFractionPositiveAndBounded | Self::ManagedMemoryRatioPositiveAndBounded => {
+                "0 < numerator <= denominator"
+            }
+            Self::ManagedMemoryHeadroomBelowEffectiveLimit => {
+                "headroom below the effective memory limit"
+            }
+            Self::ManagedMemoryBudgetPositive => "a managed budget of at least 1 byte",
+            Self::MetadataBlockingTaskTimeoutPositive => "a positive duration",
+            Self::ShutdownTimeoutSecondsInRange => "whole seconds in 1..=300",
+            Self::LivenessStaleSecondsInRange => "whole seconds in 2..=300",
+            Self::DrainDelaySecondsInRange => "whole seconds in 0..=300",
+            Self::DrainDelayBelowShutdownTimeout => {
+                "fewer seconds than the shutdown timeout (ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS, default 45)"
+            }
+            Self::ProbeBindAddressValid => {
+                "a socket address such as 127.0.0.1:8080 or [::1]:8080 (empty: no probe server)"
+            }
+            Self::DrainMethodsIncludePost => "POST or GET,POST",
+            Self::ProcessMemoryLimitAtLeastMinimum => {
+                "a whole number of bytes, at least 1048576 (1 MiB)"
+            }
         }
     }
 }
@@ -112,25 +227,41 @@ impl fmt::Display for RuntimeContractPolicy {
 #[non_exhaustive]
 pub enum RuntimeContractViolation {
     /// A runtime, blocking-lane or context configuration broke `policy`.
-    #[error("invalid runtime configuration: {policy}")]
+    #[error(
+        "invalid runtime configuration ({policy}): {}, expected {}",
+        .policy.subject(),
+        .policy.requirement()
+    )]
     InvalidConfiguration {
         /// The rule that failed.
         policy: RuntimeContractPolicy,
     },
     /// A memory limit configuration broke `policy`.
-    #[error("invalid memory limit: {policy}")]
+    #[error(
+        "invalid memory limit ({policy}): {}, expected {}",
+        .policy.subject(),
+        .policy.requirement()
+    )]
     InvalidMemoryLimit {
         /// The rule that failed.
         policy: RuntimeContractPolicy,
     },
     /// A schedule configuration broke `policy`.
-    #[error("invalid schedule: {policy}")]
+    #[error(
+        "invalid schedule ({policy}): {}, expected {}",
+        .policy.subject(),
+        .policy.requirement()
+    )]
     InvalidSchedule {
         /// The rule that failed.
         policy: RuntimeContractPolicy,
     },
     /// A metadata persistence configuration broke `policy`.
-    #[error("invalid metadata configuration: {policy}")]
+    #[error(
+        "invalid metadata configuration ({policy}): {}, expected {}",
+        .policy.subject(),
+        .policy.requirement()
+    )]
     InvalidMetadataConfiguration {
         /// The rule that failed.
         policy: RuntimeContractPolicy,

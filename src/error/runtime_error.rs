@@ -1,12 +1,15 @@
 //! The operational error type.
 
+use std::backtrace::{Backtrace, BacktraceStatus};
 use std::error::Error;
 use std::fmt;
 use std::io;
 use std::panic::Location;
 
+use super::context::RuntimeErrorContext;
 use super::kind::{CanonicalCondition, RuntimeErrorKind};
 use super::operation::RuntimeOperation;
+use super::view::{RuntimeErrorDescriptor, RuntimeErrorDiagnosticView, RuntimeErrorPublicView};
 use crate::loom::Arc;
 
 /// The result of a runtime operation that can fail at run time.
@@ -27,14 +30,29 @@ type SharedSource = Arc<dyn Error + Send + Sync + 'static>;
 /// * `Debug` shows the code, condition, kind, operation, component and
 ///   whether a source exists, again without the source text.
 /// * [`Error::source`] returns the underlying cause, if any.
+/// * [`context`](Self::context) returns the typed detail some errors carry
+///   (a refused environment value, an address); the `Display` of the
+///   context is the line to show an operator.
+/// * [`public_view`](Self::public_view) is what may go back to a remote
+///   client, [`diagnostic_view`](Self::diagnostic_view) what goes to logs.
 ///
-/// The error is cheap to clone: the source is shared.
+/// The error is cheap to clone: the source, the context and the backtrace
+/// are shared.
 #[derive(Clone)]
 pub struct RuntimeError {
     kind: RuntimeErrorKind,
     operation: RuntimeOperation,
     source: Option<SharedSource>,
     location: &'static Location<'static>,
+    /// The rarely present parts, behind one pointer.
+    extra: Option<Arc<Extra>>,
+}
+
+/// A typed context and a captured backtrace.
+#[derive(Debug, Default)]
+struct Extra {
+    context: Option<RuntimeErrorContext>,
+    backtrace: Option<Backtrace>,
 }
 
 impl RuntimeError {
@@ -44,12 +62,37 @@ impl RuntimeError {
         operation: RuntimeOperation,
         source: Option<SharedSource>,
     ) -> Self {
+        // Captured only when `RUST_LIB_BACKTRACE` / `RUST_BACKTRACE` ask for
+        // it (std caches that decision; otherwise this is one atomic read).
+        let backtrace = Backtrace::capture();
+        let extra = (backtrace.status() == BacktraceStatus::Captured).then(|| {
+            Arc::new(Extra {
+                context: None,
+                backtrace: Some(backtrace),
+            })
+        });
         Self {
             kind,
             operation,
             source,
             location: Location::caller(),
+            extra,
         }
+    }
+
+    /// Attaches a typed context (crate: at the place that knows it).
+    #[must_use]
+    pub(crate) fn with_context(mut self, context: RuntimeErrorContext) -> Self {
+        let backtrace = self
+            .extra
+            .take()
+            .and_then(|extra| Arc::try_unwrap(extra).ok())
+            .and_then(|extra| extra.backtrace);
+        self.extra = Some(Arc::new(Extra {
+            context: Some(context),
+            backtrace,
+        }));
+        self
     }
 
     /// Configuration loaded or applied at run time could not be used.
@@ -193,6 +236,61 @@ impl RuntimeError {
     pub fn recovery_hint(&self) -> &'static str {
         self.kind.recovery_hint()
     }
+
+    /// The catalog entry: code, condition, component and recovery hint.
+    pub const fn descriptor(&self) -> RuntimeErrorDescriptor {
+        RuntimeErrorDescriptor::new(self.kind, self.operation)
+    }
+
+    /// The typed detail, where the error carries one: for example the
+    /// variable, value and rule of a refused environment value.
+    pub fn context(&self) -> Option<&RuntimeErrorContext> {
+        self.extra.as_deref().and_then(|extra| extra.context.as_ref())
+    }
+
+    /// The backtrace captured where the error was created, when
+    /// `RUST_LIB_BACKTRACE` (or, if it is unset, `RUST_BACKTRACE`) enables
+    /// capture, as [`Backtrace::capture`] decides. Capturing costs a stack
+    /// walk per error: `RUST_LIB_BACKTRACE=0` keeps panic backtraces while
+    /// errors capture none.
+    pub fn backtrace(&self) -> Option<&Backtrace> {
+        self.extra
+            .as_deref()
+            .and_then(|extra| extra.backtrace.as_ref())
+    }
+
+    /// The view safe to return to a remote client: code, condition and the
+    /// catalog message, nothing else.
+    pub const fn public_view(&self) -> RuntimeErrorPublicView {
+        RuntimeErrorPublicView {
+            code: self.kind.code(),
+            condition: self.kind.condition(),
+            message: self.kind.message(),
+        }
+    }
+
+    /// The view for logs: the public fields plus kind, operation,
+    /// component, source location, context and the source chain's
+    /// messages.
+    pub fn diagnostic_view(&self) -> RuntimeErrorDiagnosticView {
+        let mut sources = Vec::new();
+        let mut next = self.source();
+        while let Some(source) = next {
+            sources.push(source.to_string());
+            next = source.source();
+        }
+        RuntimeErrorDiagnosticView {
+            code: self.kind.code(),
+            condition: self.kind.condition(),
+            message: self.kind.message(),
+            kind: self.kind,
+            operation: self.operation.label(),
+            component: self.component(),
+            location: self.location.to_string(),
+            context: self.context().cloned(),
+            sources,
+        }
+    }
 }
 
 impl fmt::Display for RuntimeError {
@@ -209,14 +307,18 @@ impl fmt::Display for RuntimeError {
 
 impl fmt::Debug for RuntimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeError")
+        let mut debug = f.debug_struct("RuntimeError");
+        debug
             .field("code", &self.code())
             .field("condition", &self.condition())
             .field("kind", &self.kind)
             .field("operation", &self.operation.label())
             .field("component", &self.component())
-            .field("has_source", &self.source.is_some())
-            .finish()
+            .field("has_source", &self.source.is_some());
+        if let Some(context) = self.context() {
+            debug.field("context", context);
+        }
+        debug.finish()
     }
 }
 

@@ -5,10 +5,12 @@
 //! use?" by trying, in order:
 //!
 //! 1. the environment variable `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`. When it
-//!    is set it wins and must hold a positive integer (surrounding
-//!    whitespace is ignored); anything else is
-//!    [`RuntimeError::configuration`] with
-//!    [`RuntimeOperation::DetectProcessMemoryLimit`];
+//!    is set it wins and must hold a whole number of bytes of at least
+//!    [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`] (1 MiB; surrounding
+//!    whitespace is ignored); anything else, a value that is not UTF-8
+//!    included, is [`RuntimeError::configuration`] with
+//!    [`RuntimeOperation::DetectProcessMemoryLimit`] and an
+//!    [`EnvironmentViolation`](crate::EnvironmentViolation) context;
 //! 2. Linux cgroups: the process's membership in `/proc/self/cgroup` is
 //!    matched against the cgroup mounts in `/proc/self/mountinfo`, and every
 //!    directory from the membership path up to the mount point is read: the
@@ -43,8 +45,10 @@ use crate::error::{
     RuntimeContractPolicy, RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult,
 };
 
-/// The environment variable that overrides memory-limit discovery.
-pub(crate) const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
+/// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
+/// (a whole number of bytes, at least
+/// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`]).
+pub const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
 
 const PROC_SELF_CGROUP: &str = "/proc/self/cgroup";
 const PROC_SELF_MOUNTINFO: &str = "/proc/self/mountinfo";
@@ -121,6 +125,12 @@ pub struct ProcessMemoryLimit {
 }
 
 impl ProcessMemoryLimit {
+    /// The smallest limit `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` accepts
+    /// (1 MiB): a smaller value is far more likely a unit mistake (`512`
+    /// meant as MiB) than a process that runs in a few kilobytes. A
+    /// [`configured`](Self::configured) limit has no such floor.
+    pub const MIN_ENVIRONMENT_BYTES: u64 = 1 << 20;
+
     /// Detects the limit from the real environment and, on Linux, the real
     /// `/proc` and cgroup files, in the order given in the module docs.
     ///
@@ -143,7 +153,7 @@ impl ProcessMemoryLimit {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            match environment_value()? {
+            match environment_value() {
                 Some(value) => parse_environment_limit(&value),
                 None => Err(RuntimeError::unsupported(DETECT)),
             }
@@ -158,13 +168,13 @@ impl ProcessMemoryLimit {
     ///
     /// As [`detect`](Self::detect); read errors are whatever `view` returns.
     pub fn detect_with_view(view: &dyn MemoryFileView) -> RuntimeResult<Self> {
-        Self::detect_from(environment_value()?, view)
+        Self::detect_from(environment_value(), view)
     }
 
     /// Detection with the environment value injected (`None` = unset), so
     /// tests never touch the process environment.
     pub(crate) fn detect_from(
-        environment: Option<String>,
+        environment: Option<std::ffi::OsString>,
         view: &dyn MemoryFileView,
     ) -> RuntimeResult<Self> {
         if let Some(value) = environment {
@@ -478,24 +488,25 @@ impl ManagedMemoryBudget {
 // Environment
 // ---------------------------------------------------------------------------
 
-/// The raw environment value; a non-UTF-8 value is a configuration error.
-fn environment_value() -> RuntimeResult<Option<String>> {
-    match std::env::var_os(PROCESS_MEMORY_LIMIT_ENV) {
-        None => Ok(None),
-        Some(value) => value
-            .into_string()
-            .map(Some)
-            .map_err(|_| RuntimeError::configuration(DETECT)),
-    }
+/// The raw environment value (checked by [`parse_environment_limit`]).
+fn environment_value() -> Option<std::ffi::OsString> {
+    crate::environment::process_environment(PROCESS_MEMORY_LIMIT_ENV)
 }
 
-fn parse_environment_limit(value: &str) -> RuntimeResult<ProcessMemoryLimit> {
-    match value.trim().parse::<u64>() {
-        Ok(bytes) if bytes > 0 => Ok(ProcessMemoryLimit::discovered(
-            bytes,
-            MemoryLimitSource::Environment,
+/// A set `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: whole bytes, at least the
+/// minimum; anything else (not UTF-8 included) is refused with the value.
+fn parse_environment_limit(raw: &std::ffi::OsStr) -> RuntimeResult<ProcessMemoryLimit> {
+    let policy = RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum;
+    match raw.to_str().map(|text| text.trim().parse::<u64>()) {
+        Some(Ok(bytes)) if bytes >= ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES => Ok(
+            ProcessMemoryLimit::discovered(bytes, MemoryLimitSource::Environment),
+        ),
+        _ => Err(crate::environment::refused(
+            DETECT,
+            PROCESS_MEMORY_LIMIT_ENV,
+            raw,
+            policy,
         )),
-        _ => Err(RuntimeError::configuration(DETECT)),
     }
 }
 
@@ -806,7 +817,7 @@ mod tests {
     }
 
     fn from_env(value: &str, view: &FixtureView) -> ProcessMemoryLimit {
-        ProcessMemoryLimit::detect_from(Some(value.to_owned()), view).expect("valid value")
+        ProcessMemoryLimit::detect_from(Some(value.into()), view).expect("valid value")
     }
 
     fn limit(bytes: u64, source: MemoryLimitSource) -> ProcessMemoryLimit {
@@ -1050,15 +1061,15 @@ mod tests {
             limit(GIB, MemoryLimitSource::Environment)
         );
         assert_eq!(
-            from_env(" 4096\n", &view),
-            limit(4096, MemoryLimitSource::Environment)
+            from_env(" 1048576\n", &view),
+            limit(1 << 20, MemoryLimitSource::Environment)
         );
 
         // The environment is consulted before any file is read.
         let broken = FixtureView::default().unreadable(PROC_SELF_CGROUP);
         assert_eq!(
-            from_env("4096", &broken),
-            limit(4096, MemoryLimitSource::Environment)
+            from_env("1073741824", &broken),
+            limit(GIB, MemoryLimitSource::Environment)
         );
     }
 
@@ -1074,9 +1085,17 @@ mod tests {
             "1.5",
             "1 GiB",
             "18446744073709551616",
+            "1048575",
         ] {
-            let result = ProcessMemoryLimit::detect_from(Some(value.to_owned()), &view);
+            let result = ProcessMemoryLimit::detect_from(Some(value.into()), &view);
+            let error = result.as_ref().expect_err("refused").clone();
             assert_error(result, RuntimeErrorKind::Configuration);
+            let Some(crate::RuntimeErrorContext::Environment(violation)) = error.context() else {
+                panic!("no environment context: {error:?}");
+            };
+            assert_eq!(violation.variable(), PROCESS_MEMORY_LIMIT_ENV);
+            assert_eq!(violation.value(), value.escape_debug().to_string());
+            assert!(violation.to_string().contains("at least 1048576"), "{violation}");
         }
     }
 

@@ -2,25 +2,34 @@
 //! the process environment is never touched).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use super::*;
 
 /// A variable lookup over `vars` (the process environment is not read).
-fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let vars: HashMap<String, String> = vars
+fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+    let vars: HashMap<String, OsString> = vars
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
         .collect();
     move |name| vars.get(name).cloned()
 }
 
 fn parse(vars: &[(&str, &str)]) -> RuntimeResult<ServiceLifecycleConfig> {
-    ServiceLifecycleConfig::from_lookup("broker", lookup(vars))
+    ServiceLifecycleConfig::from_lookup("broker", &lookup(vars))
 }
 
 fn drain_delay(vars: &[(&str, &str)]) -> RuntimeResult<Duration> {
-    ServiceLifecycle::from_lookup("broker", lookup(vars)).map(|lifecycle| lifecycle.drain_delay())
+    ServiceLifecycle::from_lookup("broker", &lookup(vars)).map(|lifecycle| lifecycle.drain_delay())
+}
+
+/// The environment detail of a refused value.
+fn violation(error: &RuntimeError) -> &crate::EnvironmentViolation {
+    match error.context() {
+        Some(crate::RuntimeErrorContext::Environment(violation)) => violation,
+        other => panic!("no environment context: {other:?}"),
+    }
 }
 
 #[test]
@@ -136,6 +145,41 @@ fn variables_are_parsed_and_bounded() {
             "{variable}={value}"
         );
         assert_eq!(error.operation(), operation, "{variable}={value}");
+        let violation = violation(&error);
+        assert_eq!((violation.variable(), violation.value()), (variable, value));
+        assert_eq!(
+            violation.to_string(),
+            format!("{variable}=\"{value}\": expected {}", violation.accepted())
+        );
+    }
+    // An empty address means no probe server, as unset does.
+    assert_eq!(
+        parse(&[(HEALTH_BIND_ADDR_ENV, " ")])
+            .expect("empty")
+            .probe_bind_addr,
+        None
+    );
+}
+
+/// A value that is not UTF-8 is refused (with its bytes escaped), never
+/// taken as unset.
+#[cfg(unix)]
+#[test]
+fn a_non_utf8_value_is_refused_not_ignored() {
+    use std::os::unix::ffi::OsStringExt;
+    for variable in [
+        HEALTH_BIND_ADDR_ENV,
+        SHUTDOWN_TIMEOUT_SECONDS_ENV,
+        LIVENESS_STALE_SECONDS_ENV,
+        HEALTH_DRAIN_METHODS_ENV,
+        DRAIN_DELAY_SECONDS_ENV,
+    ] {
+        let raw = OsString::from_vec(vec![b'1', 0xff]);
+        let lookup = |name: &str| (name == variable).then(|| raw.clone());
+        let error = ServiceLifecycle::from_lookup("broker", &lookup).expect_err(variable);
+        assert_eq!(error.kind(), crate::RuntimeErrorKind::Configuration);
+        let violation = violation(&error);
+        assert_eq!((violation.variable(), violation.value()), (variable, "1\\xff"));
     }
 }
 

@@ -1,0 +1,156 @@
+//! The `ROCKETMQ_*` environment variables this crate reads: one catalog
+//! ([`ENVIRONMENT_VARIABLES`]), one reader, one error shape.
+//!
+//! A set variable with a value the crate refuses (not a number, out of
+//! range, not valid UTF-8, ...) is a [`RuntimeError`] of kind
+//! `Configuration` carrying an [`EnvironmentViolation`] as its
+//! [`context`](RuntimeError::context): the variable, the value as given
+//! and what is accepted. A value is never silently treated as unset.
+
+use std::ffi::OsString;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use crate::error::{
+    EnvironmentViolation, RuntimeContractPolicy, RuntimeError, RuntimeErrorContext,
+    RuntimeOperation, RuntimeResult,
+};
+use crate::resource_budget::memory::PROCESS_MEMORY_LIMIT_ENV;
+use crate::service_lifecycle::{
+    DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
+    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+};
+
+/// One environment variable the crate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnvironmentVariable {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What happens when it is unset.
+    pub default: &'static str,
+    /// What it accepts.
+    pub accepted: &'static str,
+    /// What it sets, and who reads it.
+    pub purpose: &'static str,
+}
+
+/// Every environment variable the crate reads, for an entrypoint's
+/// `--help` and for documentation.
+pub const ENVIRONMENT_VARIABLES: &[EnvironmentVariable] = &[
+    EnvironmentVariable {
+        name: HEALTH_BIND_ADDR_ENV,
+        default: "unset: no probe server",
+        accepted: RuntimeContractPolicy::ProbeBindAddressValid.requirement(),
+        purpose: "address of the /readyz, /livez, /startupz and /drainz probe server (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: SHUTDOWN_TIMEOUT_SECONDS_ENV,
+        default: "45",
+        accepted: RuntimeContractPolicy::ShutdownTimeoutSecondsInRange.requirement(),
+        purpose: "time from the first shutdown request to the frozen shutdown deadline (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: LIVENESS_STALE_SECONDS_ENV,
+        default: "30",
+        accepted: RuntimeContractPolicy::LivenessStaleSecondsInRange.requirement(),
+        purpose: "age of the last recorded progress after which /livez fails (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: HEALTH_DRAIN_METHODS_ENV,
+        default: "POST",
+        accepted: RuntimeContractPolicy::DrainMethodsIncludePost.requirement(),
+        purpose: "HTTP methods /drainz accepts; GET,POST for a Kubernetes preStop httpGet hook (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: DRAIN_DELAY_SECONDS_ENV,
+        default: "0",
+        accepted: "whole seconds in 0..=300, fewer than the shutdown timeout",
+        purpose: "how long the service keeps serving with readiness revoked after a shutdown request (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: PROCESS_MEMORY_LIMIT_ENV,
+        default: "unset: the cgroup limit, else the host's memory",
+        accepted: RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum.requirement(),
+        purpose: "the process memory limit the owner's process budget is derived from (RuntimeOwnerPlan::build)",
+    },
+];
+
+/// A variable lookup: the process environment, or a test's map.
+pub(crate) trait Lookup: Fn(&str) -> Option<OsString> {}
+impl<F: Fn(&str) -> Option<OsString>> Lookup for F {}
+
+/// The process environment.
+pub(crate) fn process_environment(name: &str) -> Option<OsString> {
+    std::env::var_os(name)
+}
+
+/// The refusal of `value` for `variable` under `policy`, labelled
+/// `operation`.
+#[track_caller]
+pub(crate) fn refused(
+    operation: RuntimeOperation,
+    variable: &'static str,
+    value: &std::ffi::OsStr,
+    policy: RuntimeContractPolicy,
+) -> RuntimeError {
+    RuntimeError::configuration(operation).with_context(RuntimeErrorContext::Environment(
+        EnvironmentViolation::new(variable, value, policy),
+    ))
+}
+
+/// A set variable's value as trimmed UTF-8 text. A value that is not UTF-8
+/// is refused under `policy` (labelled `operation`), never taken as unset.
+#[track_caller]
+pub(crate) fn text(
+    lookup: &impl Lookup,
+    variable: &'static str,
+    policy: RuntimeContractPolicy,
+    operation: RuntimeOperation,
+) -> RuntimeResult<Option<(String, OsString)>> {
+    let Some(raw) = lookup(variable) else {
+        return Ok(None);
+    };
+    match raw.to_str() {
+        Some(text) => Ok(Some((text.trim().to_owned(), raw.clone()))),
+        None => Err(refused(operation, variable, &raw, policy)),
+    }
+}
+
+/// A set variable as whole seconds in `range` (not a number: operation
+/// `ServiceLifecycleDuration`; out of range: `ServiceLifecycleDurationRange`;
+/// both under `policy`).
+#[track_caller]
+pub(crate) fn seconds(
+    lookup: &impl Lookup,
+    variable: &'static str,
+    range: RangeInclusive<u64>,
+    policy: RuntimeContractPolicy,
+) -> RuntimeResult<Option<Duration>> {
+    let Some((text, raw)) = text(
+        lookup,
+        variable,
+        policy,
+        RuntimeOperation::ServiceLifecycleDuration,
+    )?
+    else {
+        return Ok(None);
+    };
+    let seconds: u64 = text.parse().map_err(|_| {
+        refused(
+            RuntimeOperation::ServiceLifecycleDuration,
+            variable,
+            &raw,
+            policy,
+        )
+    })?;
+    if !range.contains(&seconds) {
+        return Err(refused(
+            RuntimeOperation::ServiceLifecycleDurationRange,
+            variable,
+            &raw,
+            policy,
+        ));
+    }
+    Ok(Some(Duration::from_secs(seconds)))
+}

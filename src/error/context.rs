@@ -1,0 +1,149 @@
+//! Typed detail an operational error may carry: what exactly was refused.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use super::contract::RuntimeContractPolicy;
+
+/// Longest rejected value an [`EnvironmentViolation`] keeps, in characters
+/// of its escaped form; a longer value is cut and ends with `…`.
+const MAX_VALUE_CHARS: usize = 64;
+
+/// The typed detail of a [`RuntimeError`](crate::RuntimeError), from
+/// [`RuntimeError::context`](crate::RuntimeError::context).
+///
+/// It is operator-facing: it names configuration a caller supplied (a
+/// variable and its value, an address), so it appears in
+/// [`diagnostic_view`](crate::RuntimeError::diagnostic_view) and never in
+/// [`public_view`](crate::RuntimeError::public_view). The enum is
+/// non-exhaustive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RuntimeErrorContext {
+    /// An environment variable the runtime reads had a value it refuses.
+    Environment(EnvironmentViolation),
+    /// The socket address an operation tried to bind.
+    Address(SocketAddr),
+}
+
+impl fmt::Display for RuntimeErrorContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Environment(violation) => violation.fmt(f),
+            Self::Address(address) => write!(f, "address {address}"),
+        }
+    }
+}
+
+/// A refused value of a `ROCKETMQ_*` environment variable: the variable,
+/// the value as given and the rule it broke.
+///
+/// `Display` is one line an operator can act on:
+///
+/// ```text
+/// ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS="abc": expected whole seconds in 1..=300
+/// ```
+///
+/// The value is kept escaped (a value that is not valid UTF-8 shows its
+/// bytes as `\xNN`) and cut to 64 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvironmentViolation {
+    variable: &'static str,
+    value: String,
+    policy: RuntimeContractPolicy,
+}
+
+impl EnvironmentViolation {
+    /// A refusal of `value` (raw bytes as the environment holds them) for
+    /// `variable` under `policy`.
+    pub(crate) fn new(
+        variable: &'static str,
+        value: &std::ffi::OsStr,
+        policy: RuntimeContractPolicy,
+    ) -> Self {
+        Self {
+            variable,
+            value: escaped(value),
+            policy,
+        }
+    }
+
+    /// The variable's name.
+    pub fn variable(&self) -> &'static str {
+        self.variable
+    }
+
+    /// The rejected value as given: escaped, at most 64 characters.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The rule the value broke.
+    pub fn policy(&self) -> RuntimeContractPolicy {
+        self.policy
+    }
+
+    /// What the variable accepts.
+    pub fn accepted(&self) -> &'static str {
+        self.policy.requirement()
+    }
+}
+
+impl fmt::Display for EnvironmentViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}=\"{}\": expected {}",
+            self.variable,
+            self.value,
+            self.accepted()
+        )
+    }
+}
+
+impl Serialize for RuntimeContractPolicy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// `value` escaped for one line of text (control characters, quotes and
+/// invalid UTF-8 bytes escaped), cut to [`MAX_VALUE_CHARS`].
+fn escaped(value: &std::ffi::OsStr) -> String {
+    let full: String = match value.to_str() {
+        Some(text) => text.escape_debug().collect(),
+        None => value.as_encoded_bytes().escape_ascii().to_string(),
+    };
+    match full.char_indices().nth(MAX_VALUE_CHARS) {
+        Some((cut, _)) => format!("{}…", &full[..cut]),
+        None => full,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_escaped_and_cut() {
+        let policy = RuntimeContractPolicy::ShutdownTimeoutSecondsInRange;
+        let quoted = EnvironmentViolation::new("V", "a\"b\n".as_ref(), policy);
+        assert_eq!(quoted.value(), "a\\\"b\\n");
+        let long = "9".repeat(100);
+        let cut = EnvironmentViolation::new("V", long.as_ref(), policy);
+        assert_eq!(cut.value(), format!("{}…", "9".repeat(64)));
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let raw = EnvironmentViolation::new("V", std::ffi::OsStr::from_bytes(b"1\xff"), policy);
+            assert_eq!(raw.value(), "1\\xff");
+        }
+        assert_eq!(
+            quoted.to_string(),
+            "V=\"a\\\"b\\n\": expected whole seconds in 1..=300"
+        );
+    }
+}

@@ -51,6 +51,8 @@ mod service_context;
 mod service_lifecycle;
 mod shutdown_deadline;
 mod shutdown_report;
+#[cfg(not(loom))]
+pub mod signal;
 pub mod task;
 mod task_group;
 mod task_spawner;

@@ -369,16 +369,8 @@ struct LifecycleInner {
     /// `wait_for_shutdown_signal` and kept: a signal that arrives between
     /// two calls is held by the listener instead of being swallowed by the
     /// handler Tokio keeps installed.
-    #[cfg(all(unix, not(loom)))]
-    signals: tokio::sync::Mutex<Option<SignalListeners>>,
-}
-
-/// The SIGTERM and SIGINT listeners of one lifecycle.
-#[cfg(all(unix, not(loom)))]
-#[derive(Debug)]
-struct SignalListeners {
-    terminate: tokio::signal::unix::Signal,
-    interrupt: tokio::signal::unix::Signal,
+    #[cfg(not(loom))]
+    signals: tokio::sync::Mutex<Option<crate::signal::SignalListener>>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -437,7 +429,7 @@ impl ServiceLifecycle {
                 started: AtomicBool::new(false),
                 probe_addr: Mutex::new(None),
                 owner_tree: OnceLock::new(),
-                #[cfg(all(unix, not(loom)))]
+                #[cfg(not(loom))]
                 signals: tokio::sync::Mutex::new(None),
             }),
         }
@@ -521,8 +513,9 @@ impl ServiceLifecycle {
     ///
     /// `internal_failure(StartServiceLifecycle)` for a second start; the
     /// component's refusal; `io(BindServiceHealthProbe)` when the probe
-    /// address cannot be bound (the component is shut down and `start` can
-    /// be retried).
+    /// address cannot be bound: its source is the OS error and its
+    /// [`context`](RuntimeError::context) the address (the component is
+    /// shut down and `start` can be retried).
     ///
     /// # Cancel safety
     ///
@@ -554,10 +547,10 @@ impl ServiceLifecycle {
                 Ok(listener) => Some(listener),
                 Err(error) => {
                     let _ = group.shutdown(Duration::from_secs(1)).await;
-                    return Err(RuntimeError::io(
-                        RuntimeOperation::BindServiceHealthProbe,
-                        error,
-                    ));
+                    return Err(
+                        RuntimeError::io(RuntimeOperation::BindServiceHealthProbe, error)
+                            .with_context(crate::RuntimeErrorContext::Address(address)),
+                    );
                 }
             },
             None => None,
@@ -815,44 +808,22 @@ impl ServiceLifecycle {
     /// lifecycle, so a signal that arrives while no call is waiting is
     /// observed by the next call (concurrent calls take turns).
     pub async fn wait_for_shutdown_signal(&self) -> RuntimeResult<ShutdownRequest> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            // Another caller may hold the listeners (and wait on them): a
-            // request made meanwhile still returns at once.
-            let mut listeners = tokio::select! {
-                biased;
-                request = self.wait_for_shutdown() => return Ok(request),
-                listeners = self.inner.signals.lock() => listeners,
-            };
-            let listeners = match &mut *listeners {
-                Some(listeners) => listeners,
-                empty => empty.insert(SignalListeners {
-                    terminate: signal(SignalKind::terminate()).map_err(|error| {
-                        RuntimeError::io(RuntimeOperation::RegisterSigtermHandler, error)
-                    })?,
-                    interrupt: signal(SignalKind::interrupt()).map_err(|error| {
-                        RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error)
-                    })?,
-                }),
-            };
-            // A listener whose signal driver is gone yields `None`: that is
-            // no signal, so only `Some` turns into a request.
-            tokio::select! {
-                request = self.wait_for_shutdown() => Ok(request),
-                Some(()) = listeners.terminate.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
-                Some(()) = listeners.interrupt.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            tokio::select! {
-                request = self.wait_for_shutdown() => Ok(request),
-                signal = tokio::signal::ctrl_c() => {
-                    signal.map_err(|error| RuntimeError::io(RuntimeOperation::RegisterSigintHandler, error))?;
-                    Ok(self.request_shutdown(ShutdownReason::Signal))
-                }
-            }
+        // Another caller may hold the listeners (and wait on them): a
+        // request made meanwhile still returns at once.
+        let mut listener = tokio::select! {
+            biased;
+            request = self.wait_for_shutdown() => return Ok(request),
+            listener = self.inner.signals.lock() => listener,
+        };
+        let listener = match &mut *listener {
+            Some(listener) => listener,
+            empty => empty.insert(crate::signal::SignalListener::new()?),
+        };
+        // A listener whose signal driver is gone yields `None`: that is no
+        // signal, so only `Some` turns into a request.
+        tokio::select! {
+            request = self.wait_for_shutdown() => Ok(request),
+            Some(()) = listener.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
         }
     }
 

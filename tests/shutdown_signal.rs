@@ -1,10 +1,12 @@
 //! `wait_for_shutdown_signal` keeps its listeners: a SIGTERM that arrives
 //! while no call is waiting (after an earlier call was dropped) is observed
 //! by the next call, never swallowed by the handler Tokio keeps installed.
-//! Its own test binary: it sends SIGTERM to this process.
+//! Its own test binary: it sends SIGTERM and SIGINT to this process.
 #![cfg(unix)]
 
 mod support;
+
+use std::future::Future;
 
 use rocketmq_runtime::{ServiceLifecycle, ServiceLifecycleConfig, ShutdownReason};
 use support::guard;
@@ -57,4 +59,41 @@ async fn a_request_reaches_every_waiter_while_one_holds_the_listeners() {
         .expect("joins")
         .expect("listeners");
     assert_eq!(request.reason, ShutdownReason::PreStop);
+}
+
+/// `signal::wait_for_signal_result` returns once SIGINT arrives (after its
+/// first poll installed the listeners).
+#[tokio::test]
+async fn wait_for_signal_result_returns_on_sigint() {
+    let wait = rocketmq_runtime::signal::wait_for_signal_result();
+    tokio::pin!(wait);
+    assert!(futures::poll!(wait.as_mut()).is_pending(), "no signal yet");
+    let status = std::process::Command::new("kill")
+        .arg("-INT")
+        .arg(std::process::id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    guard("the signal", wait)
+        .await
+        .expect("listeners installed");
+}
+
+/// Outside a Tokio runtime no listener can be installed: an error, not a
+/// panic.
+#[test]
+fn wait_for_signal_result_outside_tokio_is_an_error() {
+    let wait = std::pin::pin!(rocketmq_runtime::signal::wait_for_signal_result());
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    let std::task::Poll::Ready(Err(error)) = wait.poll(&mut context) else {
+        panic!("not refused at once");
+    };
+    assert_eq!(
+        error.kind(),
+        rocketmq_runtime::RuntimeErrorKind::ContextUnavailable
+    );
+    assert_eq!(
+        error.operation(),
+        rocketmq_runtime::RuntimeOperation::WaitForSignal
+    );
 }

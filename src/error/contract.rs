@@ -144,7 +144,9 @@ impl RuntimeContractPolicy {
             Self::ManagedMemoryHeadroomBelowEffectiveLimit => "ManagedMemoryPolicy::with_headroom",
             Self::ManagedMemoryBudgetPositive => "ManagedMemoryPolicy",
             Self::CriticalFailureSubscriptionCapacityPositive => "CriticalFailureState::subscribe",
-            Self::MetadataMaxPendingOperationsPositive => "MetadataIoConfig::max_pending_operations",
+            Self::MetadataMaxPendingOperationsPositive => {
+                "MetadataIoConfig::max_pending_operations"
+            }
             Self::MetadataMaxPendingBytesPositive => "MetadataIoConfig::max_pending_bytes",
             Self::MetadataBlockingTaskTimeoutPositive => "MetadataIoConfig::blocking_task_timeout",
             Self::ShutdownTimeoutSecondsInRange => "ServiceLifecycleConfig::shutdown_timeout",

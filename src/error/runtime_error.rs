@@ -245,7 +245,9 @@ impl RuntimeError {
     /// The typed detail, where the error carries one: for example the
     /// variable, value and rule of a refused environment value.
     pub fn context(&self) -> Option<&RuntimeErrorContext> {
-        self.extra.as_deref().and_then(|extra| extra.context.as_ref())
+        self.extra
+            .as_deref()
+            .and_then(|extra| extra.context.as_ref())
     }
 
     /// The backtrace captured where the error was created, when

@@ -1095,7 +1095,10 @@ mod tests {
             };
             assert_eq!(violation.variable(), PROCESS_MEMORY_LIMIT_ENV);
             assert_eq!(violation.value(), value.escape_debug().to_string());
-            assert!(violation.to_string().contains("at least 1048576"), "{violation}");
+            assert!(
+                violation.to_string().contains("at least 1048576"),
+                "{violation}"
+            );
         }
     }
 

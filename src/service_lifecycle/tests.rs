@@ -179,7 +179,10 @@ fn a_non_utf8_value_is_refused_not_ignored() {
         let error = ServiceLifecycle::from_lookup("broker", &lookup).expect_err(variable);
         assert_eq!(error.kind(), crate::RuntimeErrorKind::Configuration);
         let violation = violation(&error);
-        assert_eq!((violation.variable(), violation.value()), (variable, "1\\xff"));
+        assert_eq!(
+            (violation.variable(), violation.value()),
+            (variable, "1\\xff")
+        );
     }
 }
 

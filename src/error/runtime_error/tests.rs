@@ -65,7 +65,10 @@ fn the_descriptor_is_the_catalog_entry() {
     let error = RuntimeError::capacity(RuntimeOperation::SpawnTaskGroupTask);
     let descriptor = error.descriptor();
     assert_eq!(descriptor.code(), "runtime.capacity.exhausted");
-    assert_eq!(descriptor.condition(), CanonicalCondition::ResourceExhausted);
+    assert_eq!(
+        descriptor.condition(),
+        CanonicalCondition::ResourceExhausted
+    );
     assert_eq!(descriptor.component(), "task");
     assert_eq!(descriptor.recovery_hint(), error.recovery_hint());
     // `Copy` and all `'static`: it outlives the error.
@@ -140,7 +143,10 @@ fn an_environment_context_reaches_the_diagnostic_view_only() {
         context.to_string(),
         r#"ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS="abc": expected whole seconds in 1..=300"#
     );
-    assert!(!error.to_string().contains("abc"), "Display stays the catalog");
+    assert!(
+        !error.to_string().contains("abc"),
+        "Display stays the catalog"
+    );
     assert!(format!("{error:?}").contains("ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS"));
     let diagnostic = serde_json::to_value(error.diagnostic_view()).expect("serializes");
     assert_eq!(
@@ -152,15 +158,18 @@ fn an_environment_context_reaches_the_diagnostic_view_only() {
         }})
     );
     let public = serde_json::to_string(&error.public_view()).expect("serializes");
-    assert!(!public.contains("abc") && !public.contains("ROCKETMQ"), "{public}");
+    assert!(
+        !public.contains("abc") && !public.contains("ROCKETMQ"),
+        "{public}"
+    );
 }
 
 /// Capture follows `std::backtrace`: whatever the environment of this test
 /// process says, the error agrees with `Backtrace::capture`.
 #[test]
 fn a_backtrace_is_captured_exactly_when_std_would_capture_one() {
-    let enabled = std::backtrace::Backtrace::capture().status()
-        == std::backtrace::BacktraceStatus::Captured;
+    let enabled =
+        std::backtrace::Backtrace::capture().status() == std::backtrace::BacktraceStatus::Captured;
     let error = RuntimeError::closed(RuntimeOperation::SpawnOperation);
     assert_eq!(error.backtrace().is_some(), enabled);
     // Attaching a context keeps it.

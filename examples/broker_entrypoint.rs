@@ -171,7 +171,7 @@ fn start_broker(
     // The flush is storage work: it runs on the managed `StorageIo` lane,
     // which bounds blocking work per owner and keeps a slot until the
     // closure exits.
-    let storage = broker.storage_io();
+    let storage = broker.storage_io().clone();
     maintenance.schedule(
         ScheduledTaskConfig::fixed_delay("flush-offsets", Duration::from_secs(1))
             .with_max_run_time(Duration::from_millis(500)),

@@ -16,5 +16,5 @@ mod tests;
 
 pub use diagnostics::*;
 pub use executor::BlockingExecutor;
-pub(crate) use executor::ManagedBlocking;
+pub(crate) use executor::{ManagedBlocking, ScopedLanes};
 pub use policy::*;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 
+use crate::blocking::{BlockingLane, BlockingLanePolicies, BlockingPoolPolicy, ScopedLanes};
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::resource_budget::memory::{ManagedMemoryPolicy, ProcessMemoryLimit};
@@ -16,17 +17,21 @@ use crate::shutdown_report::ShutdownReport;
 use crate::task_group::TaskGroup;
 
 /// Tracked task ownership on an existing Tokio runtime, for migration and
-/// tests.
+/// tests (hidden from the rendered docs, as the spec marks it: it is the
+/// test harness, not an entry point; MIGRATION.md documents it).
 ///
 /// It shuts down the work registered through it but never owns, closes or
 /// shuts down the host runtime. Production entrypoints use
 /// [`RuntimeOwner`](crate::RuntimeOwner). The host runtime must have its time
 /// driver enabled (`enable_time`/`enable_all`): shutdown deadlines are Tokio
-/// timers.
+/// timers. Its memory budget is permissive (`u64::MAX`): it never runs
+/// memory discovery.
+#[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct RuntimeContext {
     root: TaskGroup,
     shared: Arc<ContextShared>,
+    lanes: ScopedLanes,
 }
 
 /// A harness's resources: a permissive `u64::MAX` memory budget (CONTRACTS
@@ -49,11 +54,45 @@ impl RuntimeContext {
     ///
     /// Kind `ContextUnavailable` (operation `RuntimeContext`) outside Tokio.
     pub fn try_from_current(name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
+        Self::with_config(name, &RuntimeConfig::default())
+    }
+
+    /// Builds a harness whose three managed lanes all follow `policy`
+    /// ([`BlockingLanePolicies::uniform`]: names suffixed `.storage-io`,
+    /// `.metadata-io`, `.cpu-crypto`), with a global blocking capacity of
+    /// the sum of the lanes' concurrencies, so every lane can run its
+    /// `max_concurrency` at once.
+    ///
+    /// # Errors
+    ///
+    /// Kind `ContextUnavailable` (operation `RuntimeContext`) outside Tokio;
+    /// kind `Configuration` (operation `RuntimeContext`) for a policy that
+    /// does not validate, with the
+    /// [`RuntimeContractViolation`](crate::RuntimeContractViolation) as
+    /// its source.
+    pub fn try_from_current_with_blocking_policy(
+        name: impl Into<Arc<str>>,
+        policy: BlockingPoolPolicy,
+    ) -> RuntimeResult<Self> {
+        policy.validate().map_err(|violation| {
+            RuntimeError::configuration_failure(RuntimeOperation::RuntimeContext, violation)
+        })?;
+        let mut config = RuntimeConfig::default();
+        config.max_blocking_threads = policy.max_concurrency.saturating_mul(3);
+        config.blocking_lane_policies = BlockingLanePolicies::uniform(policy);
+        Self::with_config(name, &config)
+    }
+
+    fn with_config(name: impl Into<Arc<str>>, config: &RuntimeConfig) -> RuntimeResult<Self> {
         let handle = Handle::try_current()
             .map_err(|_| RuntimeError::context_unavailable(RuntimeOperation::RuntimeContext))?;
         let root = TaskGroup::new_root(name, handle);
-        let shared = ContextShared::new(&root, &RuntimeConfig::default(), harness_resources()?);
-        Ok(Self { root, shared })
+        let shared = ContextShared::new(&root, config, harness_resources()?);
+        Ok(Self {
+            root,
+            shared,
+            lanes: ScopedLanes::default(),
+        })
     }
 
     /// Like [`try_from_current`](Self::try_from_current).
@@ -71,6 +110,12 @@ impl RuntimeContext {
     /// The harness's root group.
     pub fn root_group(&self) -> &TaskGroup {
         &self.root
+    }
+
+    /// The managed lane `lane`, scoped to the harness root (see
+    /// [`ChildServiceContext::blocking`]).
+    pub fn blocking(&self, lane: BlockingLane) -> &crate::BlockingExecutor {
+        self.lanes.get(self.shared.blocking(), lane, &self.root)
     }
 
     /// A component context under the harness root.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::blocking::ManagedBlocking;
+use crate::blocking::{ManagedBlocking, ScopedLanes};
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
@@ -124,6 +124,10 @@ impl ContextShared {
     pub(crate) fn resources(&self) -> &RuntimeResources {
         &self.resources
     }
+
+    pub(crate) fn blocking(&self) -> &ManagedBlocking {
+        &self.blocking
+    }
 }
 
 /// Private seal: only this crate can build a root.
@@ -206,10 +210,20 @@ impl RootServiceContext {
 ///
 /// Clones share the same group. There is no public constructor and no way
 /// to turn a child into a root.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ChildServiceContext {
     group: TaskGroup,
     shared: Arc<ContextShared>,
+    lanes: ScopedLanes,
+}
+
+impl fmt::Debug for ChildServiceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildServiceContext")
+            .field("group", &self.group)
+            .field("runtime_id", &self.shared.runtime_id())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChildServiceContext {
@@ -221,6 +235,7 @@ impl ChildServiceContext {
         Self {
             group: parent.component(scope.0),
             shared: Arc::clone(shared),
+            lanes: ScopedLanes::default(),
         }
     }
 
@@ -233,6 +248,7 @@ impl ChildServiceContext {
         Ok(Self {
             group: parent.try_child(scope.0)?,
             shared: Arc::clone(shared),
+            lanes: ScopedLanes::default(),
         })
     }
 
@@ -284,30 +300,31 @@ impl ChildServiceContext {
         self.shared.resources()
     }
 
-    /// The managed `StorageIo` lane, scoped to this context: short storage
-    /// and filesystem operations. All lanes of an owner share one global
-    /// admission budget (`RuntimeConfig::max_blocking_threads`); work is
-    /// refused once this context's group closes or is cancelled.
-    pub fn storage_io(&self) -> crate::BlockingExecutor {
-        self.shared
-            .blocking
-            .executor(crate::BlockingLane::StorageIo, &self.group)
+    /// The managed lane `lane`, scoped to this context: all lanes of an
+    /// owner share one global admission budget
+    /// (`RuntimeConfig::max_blocking_threads`); work is refused once this
+    /// context's group closes or is cancelled. The executor is created on
+    /// first use and kept by this context.
+    pub fn blocking(&self, lane: crate::BlockingLane) -> &crate::BlockingExecutor {
+        self.lanes.get(self.shared.blocking(), lane, &self.group)
     }
 
-    /// The managed `MetadataIo` lane, scoped to this context: metadata
-    /// persistence (see [`storage_io`](Self::storage_io)).
-    pub fn metadata_io(&self) -> crate::BlockingExecutor {
-        self.shared
-            .blocking
-            .executor(crate::BlockingLane::MetadataIo, &self.group)
+    /// The managed `StorageIo` lane: short storage and filesystem
+    /// operations (see [`blocking`](Self::blocking)).
+    pub fn storage_io(&self) -> &crate::BlockingExecutor {
+        self.blocking(crate::BlockingLane::StorageIo)
     }
 
-    /// The managed `CpuCrypto` lane, scoped to this context: bounded CPU or
-    /// cryptographic work (see [`storage_io`](Self::storage_io)).
-    pub fn cpu_crypto(&self) -> crate::BlockingExecutor {
-        self.shared
-            .blocking
-            .executor(crate::BlockingLane::CpuCrypto, &self.group)
+    /// The managed `MetadataIo` lane: metadata persistence (see
+    /// [`blocking`](Self::blocking)).
+    pub fn metadata_io(&self) -> &crate::BlockingExecutor {
+        self.blocking(crate::BlockingLane::MetadataIo)
+    }
+
+    /// The managed `CpuCrypto` lane: bounded CPU or cryptographic work (see
+    /// [`blocking`](Self::blocking)).
+    pub fn cpu_crypto(&self) -> &crate::BlockingExecutor {
+        self.blocking(crate::BlockingLane::CpuCrypto)
     }
 
     /// A scheduler over a new child component named `scope`: its drivers

@@ -375,7 +375,11 @@ fn refusals_full_queue_long_running_expired_deadline_and_dropped_waiters() {
 fn a_cancelled_scope_refuses_and_wakes_its_queue() {
     let (owner, store) = owner(&Lanes::default());
     let storage = store.storage_io();
-    let sibling = owner.root_context().component("sibling").storage_io();
+    let sibling = owner
+        .root_context()
+        .component("sibling")
+        .storage_io()
+        .clone();
     let (held, work) = gate();
     let first = submit_task(&owner, &storage, "held", work);
     held.wait_started();

@@ -78,7 +78,7 @@ fn blocking_task_names_compare_with_str() {
         .expect("runtime");
     runtime.block_on(async {
         let ctx = RuntimeContext::try_from_current("names").expect("inside Tokio");
-        let storage = ctx.service_context("store").storage_io();
+        let storage = ctx.service_context("store").storage_io().clone();
         let (entered_tx, entered_rx) = std::sync::mpsc::channel();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let running = tokio::spawn({

@@ -96,6 +96,26 @@ impl ManagedBlocking {
     }
 }
 
+/// The managed lane executors of one scope, created on first use and kept,
+/// so a context hands out `&BlockingExecutor` (clones of the context share
+/// the lanes created before the clone).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScopedLanes {
+    lanes: [std::sync::OnceLock<BlockingExecutor>; 3],
+}
+
+impl ScopedLanes {
+    /// The executor of `lane` scoped to `scope`.
+    pub(crate) fn get(
+        &self,
+        managed: &ManagedBlocking,
+        lane: BlockingLane,
+        scope: &TaskGroup,
+    ) -> &BlockingExecutor {
+        self.lanes[lane_index(lane)].get_or_init(|| managed.executor(lane, scope))
+    }
+}
+
 fn lane_index(lane: BlockingLane) -> usize {
     match lane {
         BlockingLane::StorageIo => 0,

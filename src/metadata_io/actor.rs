@@ -79,7 +79,7 @@ impl MetadataIoPlan {
         context: &ChildServiceContext,
         file_system: Arc<dyn MetadataFileSystem>,
     ) -> RuntimeResult<MetadataIoActor> {
-        let lane = context.metadata_io();
+        let lane = context.metadata_io().clone();
         let lane_concurrency = lane.policy().max_concurrency;
         let process = context.process_budget();
         let parent = process.limit().capacity;

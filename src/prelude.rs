@@ -27,7 +27,7 @@
 //! )?;
 //! // 5. A final flush on the storage lane, inside the shutdown deadline.
 //! let deadline = ShutdownDeadline::after(Duration::from_secs(10));
-//! let storage: BlockingExecutor = broker.storage_io();
+//! let storage: &BlockingExecutor = broker.storage_io();
 //! let flushed = owner.block_on(storage.spawn_io_until("final-flush", deadline, || 4_096))?;
 //! assert_eq!(flushed, 4_096);
 //! let report: ShutdownReport = owner.shutdown_runtime_blocking_until(deadline)?;

@@ -201,7 +201,8 @@ impl ExecutorInner {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let harness = RuntimeContext::try_from_current("test").unwrap();
-/// let storage = harness.service_context("store").storage_io();
+/// let store = harness.service_context("store");
+/// let storage = store.storage_io();
 /// let bytes = storage.spawn_io("read-index", || vec![0u8; 16].len()).await.unwrap();
 /// assert_eq!(bytes, 16);
 /// assert_eq!(storage.snapshot().blocking_still_running, 0);

@@ -77,9 +77,11 @@ impl RuntimeContext {
         policy.validate().map_err(|violation| {
             RuntimeError::configuration_failure(RuntimeOperation::RuntimeContext, violation)
         })?;
-        let mut config = RuntimeConfig::default();
-        config.max_blocking_threads = policy.max_concurrency.saturating_mul(3);
-        config.blocking_lane_policies = BlockingLanePolicies::uniform(policy);
+        let config = RuntimeConfig {
+            max_blocking_threads: policy.max_concurrency.saturating_mul(3),
+            blocking_lane_policies: BlockingLanePolicies::uniform(policy),
+            ..RuntimeConfig::default()
+        };
         Self::with_config(name, &config)
     }
 

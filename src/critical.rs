@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::Mutex;
-use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_group::completion::{Settle, TrackedFuture};
+use crate::task_group::submission::with_inline_limit;
+use crate::task_group::{TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
 use crate::task_spawner::TaskSpawner;
 
 /// What went wrong with a critical task.
@@ -266,13 +268,19 @@ pin_project! {
     }
 }
 
-impl<F: Future<Output = ()>> Future for Critical<F> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+/// A critical task settles as `Failed` when it is a service that returned
+/// before its group was cancelled (counted in the report's `failed`), and
+/// as `Completed` otherwise (a return after the cancellation then counts
+/// as `Cancelled`, like any task's).
+impl<F, S> TrackedFuture<S> for Critical<F>
+where
+    F: Future<Output = ()>,
+    S: Settle<Output = TaskEnd>,
+{
+    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskEnd> {
         let mut this = self.project();
         let Some(future) = this.future.as_mut().as_pin_mut() else {
-            return Poll::Ready(());
+            return Poll::Ready(TaskEnd::Completed);
         };
         match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
@@ -290,8 +298,9 @@ impl<F: Future<Output = ()>> Future for Critical<F> {
                 {
                     this.state
                         .record(CriticalFailureKind::ExitedUnexpectedly, *this.task_kind);
+                    return Poll::Ready(TaskEnd::Failed);
                 }
-                Poll::Ready(())
+                Poll::Ready(TaskEnd::Completed)
             }
             Err(payload) => {
                 let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
@@ -324,21 +333,23 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.spawn(
-            name,
+        with_inline_limit!(future, |f| self.spawn_tracked(
+            name.into(),
             kind,
             Critical {
-                future: Some(future),
+                future: Some(f),
                 state,
                 task_kind: kind,
                 owner: None,
             },
-        )
+        ))
     }
 
     /// Spawns a service whose panic, or return before this group is
     /// cancelled, is recorded in `state`; a return after cancellation
-    /// records nothing. `state` is taken by value, like
+    /// records nothing. A return before the cancellation is also counted
+    /// in the group's shutdown report as `failed` (the report is then
+    /// unhealthy), a panic as `panicked`. `state` is taken by value, like
     /// [`spawn_critical`](Self::spawn_critical).
     ///
     /// # Errors
@@ -354,16 +365,17 @@ impl TaskGroup {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.spawn(
-            name,
+        let owner = Some(self.cancellation_token());
+        with_inline_limit!(future, |f| self.spawn_tracked(
+            name.into(),
             TaskKind::Service,
             Critical {
-                future: Some(future),
+                future: Some(f),
                 state,
                 task_kind: TaskKind::Service,
-                owner: Some(self.cancellation_token()),
+                owner,
             },
-        )
+        ))
     }
 }
 

@@ -76,7 +76,7 @@ impl ShutdownAnnotation {
 /// | `completed` | Tasks whose future returned before their group's token was cancelled. |
 /// | `cancelled` | Tasks that ended because their group was cancelled: dropped at the cancellation (a cancellable service, an operation task), or returned after it. |
 /// | `aborted` | Tasks destroyed by an abort, whoever requested it. |
-/// | `failed` | Failures reported by the group's shutdown steps. |
+/// | `failed` | Critical services that returned before their group was cancelled (a failure without a panic; see [`TaskGroup::spawn_critical_service`](crate::TaskGroup::spawn_critical_service)). |
 /// | `panicked` | Tasks that panicked while polled or dropped (a destructor panic after a return or an abort counts here, once). |
 /// | `timed_out` | Tasks this shutdown aborted when its deadline expired, plus the tasks still registered (`leaked`). An abort requested earlier through `abort_task` is counted in `aborted` only, never here. |
 /// | `leaked` | Tasks still registered when the report was assembled. |
@@ -126,7 +126,7 @@ pub struct ShutdownReport {
     pub cancelled: usize,
     /// Tasks destroyed by an abort (explicit or at the deadline).
     pub aborted: usize,
-    /// Failures reported by shutdown steps.
+    /// Critical services that returned before their group was cancelled.
     pub failed: usize,
     /// Tasks that panicked while polled or dropped.
     pub panicked: usize,

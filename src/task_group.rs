@@ -188,9 +188,9 @@ impl GroupInner {
     /// Settlement steps 2 and 3: publish the result on the gate, then
     /// notify. A task that returned after the group's token was cancelled
     /// is counted `Cancelled`: it ended because it was asked to.
-    pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskResult) {
+    pub(crate) fn settle(&self, slot: u32, check: registry::SeqCheck, result: TaskEnd) {
         let result = match result {
-            TaskResult::Completed if self.token.is_cancelled() => TaskResult::Cancelled,
+            TaskEnd::Completed if self.token.is_cancelled() => TaskEnd::Cancelled,
             result => result,
         };
         let effect = self.gate.settle(slot, check, result);

@@ -138,7 +138,6 @@ fn random_mixes_never_exceed_global_or_lane_limits() {
     for _ in 0..1_000 {
         let jobs: Vec<usize> = (0..1 + next() % 8).map(|_| (next() % 3) as usize).collect();
         owner.block_on({
-            let executors = executors.clone();
             let running = Arc::clone(&running);
             let peaks = Arc::clone(&peaks);
             async move {
@@ -187,13 +186,13 @@ fn one_lane_starts_its_waiters_in_arrival_order() {
     let (owner, store) = owner(&Lanes::default());
     let storage = store.storage_io();
     let (held, work) = gate();
-    let first = submit_task(&owner, &storage, "held", work);
+    let first = submit_task(&owner, storage, "held", work);
     held.wait_started();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut queued = Vec::new();
     for index in 0..5 {
         let order = Arc::clone(&order);
-        queued.push(submit_task(&owner, &storage, "queued", move || {
+        queued.push(submit_task(&owner, storage, "queued", move || {
             order.lock().expect("unpoisoned").push(index);
         }));
         let storage = storage.clone();
@@ -228,14 +227,14 @@ fn a_lane_below_its_reservation_is_served_before_a_borrower() {
     let mut tasks = Vec::new();
     for _ in 0..3 {
         let (held, work) = gate();
-        tasks.push(submit_task(&owner, &storage, "borrower", work));
+        tasks.push(submit_task(&owner, storage, "borrower", work));
         held.wait_started();
         gates.push(held);
     }
     assert_eq!(storage.snapshot().lane_borrowed, 2);
     let storage_started = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&storage_started);
-    tasks.push(submit_task(&owner, &storage, "late-borrower", move || {
+    tasks.push(submit_task(&owner, storage, "late-borrower", move || {
         flag.store(true, Ordering::SeqCst);
     }));
     let probe = storage.clone();
@@ -243,7 +242,7 @@ fn a_lane_below_its_reservation_is_served_before_a_borrower() {
         probe.snapshot().queued == 1
     }));
     let (metadata_gate, work) = gate();
-    tasks.push(submit_task(&owner, &metadata, "owed", work));
+    tasks.push(submit_task(&owner, metadata, "owed", work));
     let probe = metadata.clone();
     owner.block_on(until("metadata queued", move || {
         probe.snapshot().queued == 1
@@ -295,7 +294,7 @@ fn a_timed_out_caller_leaves_the_closure_running_with_its_slot() {
     );
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
-    let next = submit_task(&owner, &storage, "next", move || {
+    let next = submit_task(&owner, storage, "next", move || {
         flag.store(true, Ordering::SeqCst);
     });
     let probe = storage.clone();
@@ -324,9 +323,9 @@ fn refusals_full_queue_long_running_expired_deadline_and_dropped_waiters() {
     let (owner, store) = owner(&lanes);
     let storage = store.storage_io();
     let (held, work) = gate();
-    let first = submit_task(&owner, &storage, "held", work);
+    let first = submit_task(&owner, storage, "held", work);
     held.wait_started();
-    let queued = submit_task(&owner, &storage, "queued", || {});
+    let queued = submit_task(&owner, storage, "queued", || {});
     let probe = storage.clone();
     owner.block_on(until("queued", move || probe.snapshot().queued == 1));
     // Full queue: refused at once.
@@ -381,11 +380,11 @@ fn a_cancelled_scope_refuses_and_wakes_its_queue() {
         .storage_io()
         .clone();
     let (held, work) = gate();
-    let first = submit_task(&owner, &storage, "held", work);
+    let first = submit_task(&owner, storage, "held", work);
     held.wait_started();
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
-    let queued = submit_task(&owner, &storage, "queued", move || {
+    let queued = submit_task(&owner, storage, "queued", move || {
         flag.store(true, Ordering::SeqCst);
     });
     let probe = storage.clone();
@@ -560,7 +559,7 @@ fn panics_queue_timeouts_conditions_and_isolated_evidence() {
     let snapshot = storage.snapshot();
     assert_eq!((snapshot.global_running, snapshot.tasks.len()), (0, 0));
     let (held, work) = gate();
-    let running = submit_task(&owner, &storage, "held", work);
+    let running = submit_task(&owner, storage, "held", work);
     held.wait_started();
     let error = owner
         .block_on(storage.spawn_io("waits-too-long", || {}))

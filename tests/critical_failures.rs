@@ -182,10 +182,20 @@ async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
         Some(CriticalFailureKind::ExitedUnexpectedly)
     );
     group.cancel();
-    let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
+    let report = harness.shutdown_tasks(Duration::from_secs(1)).await;
     assert_eq!(
         failures.occurrences(),
         1,
         "a normal worker return and an exit after cancellation record nothing"
     );
+    // The report counts the early exit as `failed` (and is unhealthy), the
+    // orderly exit as `cancelled`, the worker as `completed`.
+    let broker = &report.children[0];
+    assert_eq!(
+        (broker.failed, broker.cancelled, broker.completed),
+        (1, 1, 1),
+        "{}",
+        report.to_json()
+    );
+    assert!(!report.is_healthy());
 }

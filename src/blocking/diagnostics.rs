@@ -50,6 +50,11 @@ impl fmt::Display for BlockingTaskId {
 ///
 /// `Running` and `TimedOutStillRunning` together are the
 /// `blocking_still_running` count of a snapshot.
+///
+/// This crate's snapshots never contain `Completed` or `JoinFailed`: a
+/// record is removed the moment its closure exits (returned or panicked),
+/// so a snapshot lists only what is still owned. The two states complete
+/// the spec's vocabulary for tools that keep finished submissions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockingTaskState {
@@ -57,9 +62,10 @@ pub enum BlockingTaskState {
     Queued,
     /// The closure is executing and its caller is waiting.
     Running,
-    /// The closure returned.
+    /// The closure returned (never in this crate's snapshots).
     Completed,
-    /// The closure panicked or could not be run.
+    /// The closure panicked or could not be run (never in this crate's
+    /// snapshots).
     JoinFailed,
     /// The caller gave up waiting, but the closure is still executing.
     TimedOutStillRunning,

@@ -492,11 +492,30 @@ impl BlockingExecutor {
                 deadline: operation_deadline,
             }),
         };
-        let handle = inner.handle.spawn_blocking(move || job.run());
-        let caller_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
-            saturating_add(started, policy.task_timeout),
-        ));
-        let result = tokio::time::timeout_at(caller_deadline.tokio_instant(), handle).await;
+        let record_id = abandoned.id;
+        let mut handle = inner.handle.spawn_blocking(move || job.run());
+        let caller_deadline = operation_deadline
+            .earliest(ShutdownDeadline::from_tokio(saturating_add(
+                started,
+                policy.task_timeout,
+            )))
+            .tokio_instant();
+        // A closure still running after `warn_after` is reported once, here
+        // while the caller waits (or as it exits, by its record).
+        let warn_at = saturating_add(started, policy.warn_after);
+        let early = if warn_at < caller_deadline {
+            let early = tokio::time::timeout_at(warn_at, &mut handle).await.ok();
+            if early.is_none() {
+                table.warn_slow(record_id);
+            }
+            early
+        } else {
+            None
+        };
+        let result = match early {
+            Some(done) => Ok(done),
+            None => tokio::time::timeout_at(caller_deadline, handle).await,
+        };
         let mut abandoned = abandoned;
         match result {
             Ok(Ok(Ok(value))) => {

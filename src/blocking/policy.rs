@@ -63,6 +63,10 @@ pub enum BlockingKind {
 /// | `task_timeout` | longest wait for a running closure's result | 30 s |
 /// | `warn_after` | running time after which a closure is logged as slow | 1 s |
 ///
+/// A closure running longer than `warn_after` gets exactly one `tracing`
+/// warning naming its lane, pool and task: while its caller still waits,
+/// or as it exits when the caller stopped waiting earlier.
+///
 /// Call [`validate`](Self::validate) (the runtime does so when it builds the
 /// lanes) before relying on a hand-built policy.
 #[derive(Debug, Clone, PartialEq, Eq)]

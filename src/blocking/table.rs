@@ -23,6 +23,8 @@ struct Record {
     state: BlockingTaskState,
     /// When the record entered its current phase (queued, then started).
     since: Instant,
+    /// Whether the closure was reported as running past `warn_after`.
+    warned: bool,
 }
 
 /// Records, rejection count and the admission counts of one pool.
@@ -33,6 +35,8 @@ pub(crate) struct BlockingTable {
     lane_index: usize,
     max_concurrency: usize,
     max_queue_depth: usize,
+    /// A closure running longer than this is reported once.
+    warn_after: Duration,
     budget: Arc<AdmissionBudget>,
     next_id: AtomicU64,
     rejected: AtomicU64,
@@ -54,6 +58,7 @@ impl BlockingTable {
             lane_index,
             max_concurrency: policy.max_concurrency,
             max_queue_depth: policy.max_queue_depth,
+            warn_after: policy.warn_after,
             budget,
             next_id: AtomicU64::new(1),
             rejected: AtomicU64::new(0),
@@ -85,6 +90,7 @@ impl BlockingTable {
                 kind,
                 state: BlockingTaskState::Queued,
                 since: Instant::now(),
+                warned: false,
             },
         );
         RecordGuard {
@@ -105,10 +111,50 @@ impl BlockingTable {
 
     fn remove(&self, id: u64) {
         let mut records = self.records.lock();
-        if records.remove(&id).is_some() && records.is_empty() {
-            drop(records);
+        let removed = records.remove(&id);
+        let emptied = removed.is_some() && records.is_empty();
+        drop(records);
+        if emptied {
             self.emptied.notify_waiters();
         }
+        // A slow closure nobody waited for long enough to report is
+        // reported as it exits.
+        if let Some(record) = removed {
+            if record.state.is_still_running() && !record.warned {
+                let elapsed = record.since.elapsed();
+                if elapsed > self.warn_after {
+                    self.warn(&record.name, elapsed);
+                }
+            }
+        }
+    }
+
+    /// Reports the running closure `id` as slow, once: its caller has
+    /// waited `warn_after` for it.
+    pub(crate) fn warn_slow(&self, id: u64) {
+        let mut records = self.records.lock();
+        let Some(record) = records.get_mut(&id) else {
+            return;
+        };
+        if !record.state.is_still_running() || std::mem::replace(&mut record.warned, true) {
+            return;
+        }
+        let name = Arc::clone(&record.name);
+        let elapsed = record.since.elapsed();
+        drop(records);
+        self.warn(&name, elapsed);
+    }
+
+    /// The warning for a closure running past `warn_after`.
+    fn warn(&self, task: &str, elapsed: Duration) {
+        tracing::warn!(
+            lane = self.lane.as_str(),
+            pool = %self.name,
+            task,
+            elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            warn_after_ms = u64::try_from(self.warn_after.as_millis()).unwrap_or(u64::MAX),
+            "blocking closure running longer than warn_after"
+        );
     }
 
     /// Submissions still owned: queued, running or abandoned but running.

@@ -28,7 +28,7 @@ use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
 use crate::task_group::completion::{Ending, Settle, Ticket, TrackedFuture};
 use crate::task_group::submission::with_inline_limit;
-use crate::task_group::{GroupInner, TaskGroup, TaskId, TaskKind, TaskName, TaskResult};
+use crate::task_group::{GroupInner, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
 
 pin_project! {
     /// The user future of one operation task. The owner group and the
@@ -240,14 +240,14 @@ impl Settle for OperationSettlement {
 }
 
 /// How the owner group counts an operation outcome.
-fn task_result(outcome: OperationOutcome) -> TaskResult {
+fn task_result(outcome: OperationOutcome) -> TaskEnd {
     match outcome {
-        OperationOutcome::Completed => TaskResult::Completed,
+        OperationOutcome::Completed => TaskEnd::Completed,
         OperationOutcome::Cancelled
         | OperationOutcome::DeadlineExceeded
-        | OperationOutcome::OwnerCancelled => TaskResult::Cancelled,
-        OperationOutcome::Panicked => TaskResult::Panicked,
-        OperationOutcome::Aborted => TaskResult::Aborted,
+        | OperationOutcome::OwnerCancelled => TaskEnd::Cancelled,
+        OperationOutcome::Panicked => TaskEnd::Panicked,
+        OperationOutcome::Aborted => TaskEnd::Aborted,
     }
 }
 

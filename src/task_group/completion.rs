@@ -28,7 +28,7 @@ use pin_project_lite::pin_project;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
-use crate::task_group::identity::TaskResult;
+use crate::task_group::identity::TaskEnd;
 use crate::task_group::registry::{SeqCheck, MAX_SLOTS};
 use crate::task_group::state::SHARDS;
 use crate::task_group::GroupInner;
@@ -111,10 +111,10 @@ impl Settlement {
 }
 
 impl Settle for Settlement {
-    type Output = TaskResult;
+    type Output = TaskEnd;
 
-    fn finish(self, ending: Ending<TaskResult>) {
-        let result = ending.resolve(TaskResult::Panicked, TaskResult::Aborted);
+    fn finish(self, ending: Ending<TaskEnd>) {
+        let result = ending.resolve(TaskEnd::Panicked, TaskEnd::Aborted);
         let Ticket { slot, check } = self.ticket;
         self.group.settle(slot & SLOT_MASK, check, result);
     }
@@ -228,13 +228,10 @@ impl<F> Plain<F> {
 impl<F, S> TrackedFuture<S> for Plain<F>
 where
     F: Future<Output = ()>,
-    S: Settle<Output = TaskResult>,
+    S: Settle<Output = TaskEnd>,
 {
-    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskResult> {
-        self.project()
-            .future
-            .poll(cx)
-            .map(|()| TaskResult::Completed)
+    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskEnd> {
+        self.project().future.poll(cx).map(|()| TaskEnd::Completed)
     }
 }
 
@@ -257,13 +254,13 @@ impl<F> UntilCancelled<F> {
 impl<F, S> TrackedFuture<S> for UntilCancelled<F>
 where
     F: Future<Output = ()>,
-    S: Settle<Output = TaskResult>,
+    S: Settle<Output = TaskEnd>,
 {
-    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskResult> {
+    fn poll_tracked(self: Pin<&mut Self>, _: &S, cx: &mut Context<'_>) -> Poll<TaskEnd> {
         let this = self.project();
         if this.cancelled.poll(cx).is_ready() {
-            return Poll::Ready(TaskResult::Cancelled);
+            return Poll::Ready(TaskEnd::Cancelled);
         }
-        this.future.poll(cx).map(|()| TaskResult::Completed)
+        this.future.poll(cx).map(|()| TaskEnd::Completed)
     }
 }

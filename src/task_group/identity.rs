@@ -286,6 +286,25 @@ pub enum TaskResult {
     Panicked,
 }
 
+/// How a group counts a settled task: the [`TaskResult`] classes, plus a
+/// failure a task reported without panicking (a critical service that
+/// returned before its group was cancelled), counted in the report's
+/// `failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum TaskEnd {
+    /// The future returned (before the group was cancelled).
+    Completed,
+    /// The future was dropped at, or returned after, the group's
+    /// cancellation.
+    Cancelled,
+    /// The future was destroyed by an abort.
+    Aborted,
+    /// The future panicked while polled or dropped.
+    Panicked,
+    /// The task reported a failure without panicking.
+    Failed,
+}
+
 /// Lifecycle of a [`TaskGroup`](crate::TaskGroup).
 ///
 /// | State | Meaning |

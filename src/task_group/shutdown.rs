@@ -205,6 +205,7 @@ impl GroupInner {
         report.cancelled = counters.cancelled;
         report.aborted = counters.aborted;
         report.panicked = counters.panicked;
+        report.failed = counters.failed;
         report.timed_out = counters.deadline_aborted_settled + report.leaked;
         if counters.deadline_aborted_settled > 0 {
             report.annotate(format!(

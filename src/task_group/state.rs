@@ -65,7 +65,7 @@ use tokio::time::Instant;
 #[cfg(loom)]
 use crate::loom::AtomicUsize;
 use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
-use crate::task_group::identity::{TaskGroupId, TaskKind, TaskName, TaskResult};
+use crate::task_group::identity::{TaskEnd, TaskGroupId, TaskKind, TaskName};
 #[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{
@@ -159,6 +159,7 @@ pub(crate) struct SettleCounters {
     pub(crate) cancelled: usize,
     pub(crate) aborted: usize,
     pub(crate) panicked: usize,
+    pub(crate) failed: usize,
     /// Tasks aborted by a shutdown deadline that have since settled.
     pub(crate) deadline_aborted_settled: usize,
     /// Live records whose abort was requested (destruction unconfirmed).
@@ -171,6 +172,7 @@ impl SettleCounters {
         self.cancelled += other.cancelled;
         self.aborted += other.aborted;
         self.panicked += other.panicked;
+        self.failed += other.failed;
         self.deadline_aborted_settled += other.deadline_aborted_settled;
         self.live_abort_requested += other.live_abort_requested;
     }
@@ -188,7 +190,7 @@ pub(crate) struct SettleEffect {
 struct PendingSettle {
     local: u32,
     check: SeqCheck,
-    result: TaskResult,
+    result: TaskEnd,
 }
 
 /// One shard: a registration side and a settlement side, each on its own
@@ -313,17 +315,18 @@ impl<H> ShardState<H> {
         };
         let counters = &mut self.counters;
         match settled.result {
-            TaskResult::Completed => counters.completed += 1,
-            TaskResult::Cancelled => counters.cancelled += 1,
-            TaskResult::Aborted => counters.aborted += 1,
-            TaskResult::Panicked => counters.panicked += 1,
+            TaskEnd::Completed => counters.completed += 1,
+            TaskEnd::Cancelled => counters.cancelled += 1,
+            TaskEnd::Aborted => counters.aborted += 1,
+            TaskEnd::Panicked => counters.panicked += 1,
+            TaskEnd::Failed => counters.failed += 1,
         }
         if removed.abort_requested {
             counters.live_abort_requested -= 1;
         }
         // A deadline abort counts as a timeout only if it ended the task: a
         // task that completed while the abort raced it is just completed.
-        if removed.deadline_aborted && settled.result != TaskResult::Completed {
+        if removed.deadline_aborted && settled.result != TaskEnd::Completed {
             counters.deadline_aborted_settled += 1;
         }
         if removed.holds_something() {
@@ -668,7 +671,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// its result to the shard's pending settlements and raises the settled
     /// count. Poisons the group if it panicked while open. Applies the
     /// pending settlements when a batch filled or the shard went idle.
-    pub(crate) fn settle(&self, slot: u32, check: SeqCheck, result: TaskResult) -> SettleEffect {
+    pub(crate) fn settle(&self, slot: u32, check: SeqCheck, result: TaskEnd) -> SettleEffect {
         let (local, shard) = unpack(slot);
         let home = &self.shards[shard];
         let mut pending = home.settle.pending.lock();
@@ -677,7 +680,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             check,
             result,
         });
-        let poisoned_now = result == TaskResult::Panicked
+        let poisoned_now = result == TaskEnd::Panicked
             && self.phase.load(Ordering::Acquire) == OPEN
             && !self.poisoned.swap(true, Ordering::AcqRel);
         // Only holders of this settle lock change the count.
@@ -843,7 +846,7 @@ mod tests {
             .expect("open");
         gate.seal();
         assert_eq!(gate.abort_matching(true, None), 1);
-        gate.settle(slot, seq_check(seq), TaskResult::Completed);
+        gate.settle(slot, seq_check(seq), TaskEnd::Completed);
         let counters = gate.snapshot(0).counters;
         assert_eq!(counters.completed, 1);
         assert_eq!(counters.deadline_aborted_settled, 0);
@@ -890,7 +893,7 @@ mod tests {
         assert_eq!(gate.snapshot(usize::MAX).listed.len(), total);
         assert_eq!(gate.abort_matching(false, None), total);
         for (seq, slot) in keys {
-            gate.settle(slot, seq_check(seq), TaskResult::Aborted);
+            gate.settle(slot, seq_check(seq), TaskEnd::Aborted);
             assert!(!gate.contains(slot, seq));
         }
         assert_eq!(gate.len(), 0);

@@ -47,7 +47,7 @@ pub(crate) struct Registration {
 }
 
 impl TaskGroup {
-    /// Registers `future` (a wrapper that ends in a `TaskResult`) and spawns
+    /// Registers `future` (a wrapper that ends in a `TaskEnd`) and spawns
     /// it; the group keeps the join handle.
     #[track_caller]
     pub(crate) fn spawn_tracked<F>(

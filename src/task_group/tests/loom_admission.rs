@@ -7,7 +7,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::task_group::identity::{TaskKind, TaskName, TaskResult};
+use crate::task_group::identity::{TaskEnd, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, AbortTarget};
 use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN, SHARDS};
 
@@ -77,7 +77,7 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
                     aborts.load(Ordering::SeqCst) >= 1,
                     "abort honoured at install"
                 );
-                let effect = gate.settle(slot, seq_check(seq), TaskResult::Aborted);
+                let effect = gate.settle(slot, seq_check(seq), TaskEnd::Aborted);
                 assert!(effect.idle);
                 assert!(!gate.contains(slot, seq));
                 {
@@ -120,7 +120,7 @@ fn loom_abort_racing_handle_installation_is_honoured() {
         assert!(aborts.load(Ordering::SeqCst) >= 1);
         // Settlement counts one abort however many times abort was called.
         assert!(gate.abort(slot, seq));
-        gate.settle(slot, seq_check(seq), TaskResult::Aborted);
+        gate.settle(slot, seq_check(seq), TaskEnd::Aborted);
         assert!(!gate.abort(slot, seq));
         {
             let inner = gate.snapshot(0);
@@ -142,8 +142,8 @@ fn loom_panic_poisons_only_an_open_group_once() {
         let settler = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
-                let a = gate.settle(first.1, seq_check(first.0), TaskResult::Panicked);
-                let b = gate.settle(second.1, seq_check(second.0), TaskResult::Panicked);
+                let a = gate.settle(first.1, seq_check(first.0), TaskEnd::Panicked);
+                let b = gate.settle(second.1, seq_check(second.0), TaskEnd::Panicked);
                 u8::from(a.poisoned_now) + u8::from(b.poisoned_now)
             })
         };
@@ -166,7 +166,7 @@ fn loom_no_poisoning_after_the_seal() {
         let settler = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
-                gate.settle(slot, seq_check(seq), TaskResult::Panicked)
+                gate.settle(slot, seq_check(seq), TaskEnd::Panicked)
                     .poisoned_now
             })
         };
@@ -194,7 +194,7 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
         let mut last = None;
         for _ in 0..SHARDS {
             if let Some((seq, slot)) = last.replace(register(&gate).expect("open")) {
-                gate.settle(slot, seq_check(seq), TaskResult::Completed);
+                gate.settle(slot, seq_check(seq), TaskEnd::Completed);
             }
         }
         let (seq, slot) = last.expect("a task in the last shard");
@@ -204,14 +204,14 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
                 let child = register(&gate).expect("open");
-                gate.settle(slot, seq_check(seq), TaskResult::Completed);
+                gate.settle(slot, seq_check(seq), TaskEnd::Completed);
                 child
             })
         };
         assert!(gate.len() >= 1, "the group is never empty");
         let (child_seq, child_slot) = spawner.join().expect("spawner");
         assert_eq!(gate.len(), 1);
-        gate.settle(child_slot, seq_check(child_seq), TaskResult::Completed);
+        gate.settle(child_slot, seq_check(child_seq), TaskEnd::Completed);
         assert_eq!(gate.len(), 0);
     });
 }
@@ -231,12 +231,12 @@ fn loom_last_settlements_in_two_shards_report_the_group_idle() {
         let settler = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
-                gate.settle(first.1, seq_check(first.0), TaskResult::Completed)
+                gate.settle(first.1, seq_check(first.0), TaskEnd::Completed)
                     .idle
             })
         };
         let here = gate
-            .settle(second.1, seq_check(second.0), TaskResult::Completed)
+            .settle(second.1, seq_check(second.0), TaskEnd::Completed)
             .idle;
         let there = settler.join().expect("settler thread");
         assert!(here || there, "the group's idleness was reported");
@@ -262,7 +262,7 @@ fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
         let settler = {
             let gate = Arc::clone(&gate);
             thread::spawn(move || {
-                gate.settle(slot, seq_check(seq), TaskResult::Completed);
+                gate.settle(slot, seq_check(seq), TaskEnd::Completed);
             })
         };
         let newly = gate.abort_matching(true, None);
@@ -294,8 +294,7 @@ fn loom_a_table_skipping_idle_checks_still_reports_its_last_settlement() {
         // three in shard 0 and two in shard 1.
         let tasks: Vec<_> = (0..9).map(|_| register(&gate).expect("open")).collect();
         let settle = |gate: &TestGate, (seq, slot): (u64, u32)| {
-            gate.settle(slot, seq_check(seq), TaskResult::Completed)
-                .idle
+            gate.settle(slot, seq_check(seq), TaskEnd::Completed).idle
         };
         // Shard 0's first settlement reads its registered count (three).
         assert!(!settle(&gate, tasks[0]));
@@ -334,9 +333,7 @@ fn loom_an_idle_watcher_is_never_left_waiting() {
             let gate = Arc::clone(&gate);
             let watchers = Arc::clone(&watchers);
             thread::spawn(move || {
-                let idle = gate
-                    .settle(slot, seq_check(seq), TaskResult::Completed)
-                    .idle;
+                let idle = gate.settle(slot, seq_check(seq), TaskEnd::Completed).idle;
                 idle && watchers.load(Ordering::SeqCst) > 0
             })
         };
@@ -364,7 +361,7 @@ fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
                     seq_check(first_seq),
                     tokio::time::Instant::now(),
                 );
-                gate.settle(first_slot, seq_check(first_seq), TaskResult::Completed);
+                gate.settle(first_slot, seq_check(first_seq), TaskEnd::Completed);
             })
         };
         // Applies what the worker published so far, and may reuse the
@@ -402,7 +399,7 @@ fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
                 let (seq, slot) = settled[0];
                 gate.stamp(slot, seq_check(seq), tokio::time::Instant::now());
                 for (seq, slot) in settled {
-                    let effect = gate.settle(slot, seq_check(seq), TaskResult::Completed);
+                    let effect = gate.settle(slot, seq_check(seq), TaskEnd::Completed);
                     assert!(!effect.idle, "a live task remains");
                 }
             })

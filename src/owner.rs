@@ -106,10 +106,15 @@ impl RuntimeOwnerPlan {
     /// Kind `Io` (operation `BuildTokioRuntime`) when Tokio cannot start.
     pub fn build(self) -> RuntimeResult<RuntimeOwner> {
         // A supplied limit replaces discovery (CONTRACTS: skip detection,
-        // use the supplied limit).
+        // use the supplied limit). Outside Linux, where only the variable
+        // is consulted, an unset variable means an unknown limit (with a
+        // warning) rather than an owner that cannot be built.
         let detected = match self.memory_limit {
             Some(limit) => limit,
+            #[cfg(target_os = "linux")]
             None => ProcessMemoryLimit::detect()?,
+            #[cfg(not(target_os = "linux"))]
+            None => ProcessMemoryLimit::or_unknown(ProcessMemoryLimit::detect())?,
         };
         let resources = RuntimeResources::new(detected, self.memory_limit, self.memory_policy)
             .map_err(|violation| {

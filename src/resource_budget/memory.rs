@@ -22,7 +22,10 @@
 //!    files are skipped;
 //! 3. host physical memory (`MemTotal` of `/proc/meminfo`);
 //! 4. otherwise [`RuntimeError::unsupported`] with
-//!    [`RuntimeOperation::DetectProcessMemoryLimit`].
+//!    [`RuntimeOperation::DetectProcessMemoryLimit`]. An owner built
+//!    outside Linux turns that answer into an unknown, unbounded limit with
+//!    a warning ([`ProcessMemoryLimit::or_unknown`]), so a developer's
+//!    machine runs without configuration; on Linux it stays an error.
 //!
 //! All files are read through a [`MemoryFileView`], so discovery can be
 //! tested with fixture files ([`ProcessMemoryLimit::detect_with_view`]).
@@ -91,6 +94,9 @@ pub enum MemoryLimitSource {
     CgroupV1,
     /// The host's physical memory (`MemTotal` of `/proc/meminfo`).
     HostPhysicalMemory,
+    /// Nothing was found (a platform without discovery and no variable):
+    /// the limit is `u64::MAX`, see [`ProcessMemoryLimit::or_unknown`].
+    Unknown,
 }
 
 impl MemoryLimitSource {
@@ -103,6 +109,7 @@ impl MemoryLimitSource {
             Self::CgroupV2 => "cgroup-v2",
             Self::CgroupV1 => "cgroup-v1",
             Self::HostPhysicalMemory => "host-physical-memory",
+            Self::Unknown => "unknown",
         }
     }
 }
@@ -190,6 +197,28 @@ impl ProcessMemoryLimit {
                 MemoryLimitSource::HostPhysicalMemory,
             )),
             None => Err(RuntimeError::unsupported(DETECT)),
+        }
+    }
+
+    /// `detected`, or, when detection found no finite limit (kind
+    /// `Unsupported`: a platform other than Linux without
+    /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`), an unknown limit of
+    /// `u64::MAX` bytes (source [`MemoryLimitSource::Unknown`]) with a
+    /// `tracing` warning saying how to set one. Other errors stay errors.
+    ///
+    /// # Errors
+    ///
+    /// `detected`'s error unless its kind is `Unsupported`.
+    pub fn or_unknown(detected: RuntimeResult<Self>) -> RuntimeResult<Self> {
+        match detected {
+            Err(error) if error.kind() == crate::RuntimeErrorKind::Unsupported => {
+                tracing::warn!(
+                    "no memory limit found on this platform: the process budget is unbounded; \
+                     set {PROCESS_MEMORY_LIMIT_ENV} or RuntimeOwnerPlan::with_memory_limit to bound it"
+                );
+                Ok(Self::discovered(u64::MAX, MemoryLimitSource::Unknown))
+            }
+            other => other,
         }
     }
 
@@ -1243,6 +1272,32 @@ mod tests {
                 .with(PROC_MEMINFO, meminfo);
             assert_error(detect(&view), RuntimeErrorKind::Unsupported);
         }
+    }
+
+    /// What an owner outside Linux does with an unset variable: an unknown
+    /// limit and a permissive managed budget, not an error; other errors
+    /// stay errors.
+    #[test]
+    fn an_unsupported_detection_falls_back_to_an_unknown_limit() {
+        let unknown =
+            ProcessMemoryLimit::or_unknown(detect(&FixtureView::default())).expect("falls back");
+        assert_eq!(
+            (unknown.bytes(), unknown.source()),
+            (u64::MAX, MemoryLimitSource::Unknown)
+        );
+        let budget = ManagedMemoryBudget::resolve(unknown, None, ManagedMemoryPolicy::default())
+            .expect("permissive");
+        assert_eq!(budget.managed_bytes(), u64::MAX);
+        let unreadable = FixtureView::default().unreadable(PROC_SELF_CGROUP);
+        assert_error(
+            ProcessMemoryLimit::or_unknown(detect(&unreadable)),
+            RuntimeErrorKind::Io,
+        );
+        let refused = ProcessMemoryLimit::detect_from(Some("1".into()), &FixtureView::default());
+        assert_error(
+            ProcessMemoryLimit::or_unknown(refused),
+            RuntimeErrorKind::Configuration,
+        );
     }
 
     #[test]

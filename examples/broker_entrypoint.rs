@@ -16,7 +16,13 @@
 //! ```text
 //! cargo run --example broker_entrypoint -- --run-for 2
 //! ROCKETMQ_HEALTH_BIND_ADDR=127.0.0.1:8080 cargo run --example broker_entrypoint
+//! cargo run --example broker_entrypoint -- --help
 //! ```
+//!
+//! Exit codes: 0 for a clean stop, 1 for an unhealthy or failed run
+//! (including a startup failure), 2 for a usage error (an unknown flag, a
+//! bad flag value, a refused `ROCKETMQ_*` value). Errors are one line on
+//! stderr naming what was wrong and what is accepted.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,7 +34,8 @@ use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
     BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery, CriticalFailureState,
     FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoConfig, RuntimeError,
-    RuntimeOperation, ServiceLifecycle, ServiceLifecycleState, ShutdownReason, ShutdownRequest,
+    RuntimeErrorKind, RuntimeOperation, ServiceLifecycle, ServiceLifecycleState, ShutdownReason,
+    ShutdownRequest, ENVIRONMENT_VARIABLES,
 };
 
 /// Command-line arguments.
@@ -39,11 +46,74 @@ struct Args {
 
 const USAGE: &str = "usage: broker_entrypoint [--run-for <seconds>] [--data-dir <path>]";
 
+/// Exit code of a clean stop.
+const EXIT_CLEAN: u8 = 0;
+/// Exit code of an unhealthy or failed run, startup failures included.
+const EXIT_FAILED: u8 = 1;
+/// Exit code of a usage error: a bad flag or a refused `ROCKETMQ_*` value.
+const EXIT_USAGE: u8 = 2;
+
+/// `--help`: the flags, every environment variable the runtime reads (from
+/// the crate's own catalog) and the exit codes.
+fn help() -> String {
+    let mut help = format!(
+        "broker_entrypoint: a broker-style entrypoint of rocketmq-runtime\n\n{USAGE}\n\n\
+         flags:\n  \
+         --run-for <seconds>  stop after this many seconds (an internal shutdown request);\n  \
+         \x20                    without it, run until SIGTERM, SIGINT or POST /drainz\n  \
+         --data-dir <path>    directory of the durable offset table (default target/broker-data)\n  \
+         -h, --help           print this help\n\n\
+         environment:\n"
+    );
+    for variable in ENVIRONMENT_VARIABLES {
+        help.push_str(&format!(
+            "  {}\n      {}\n      default: {}; accepted: {}\n",
+            variable.name, variable.purpose, variable.default, variable.accepted
+        ));
+    }
+    help.push_str(&format!(
+        "\nexit codes:\n  \
+         {EXIT_CLEAN}  clean stop: healthy shutdown report, every accepted offset durable\n  \
+         {EXIT_FAILED}  unhealthy or failed: startup failure, unhealthy report, failed service,\n     \
+         critical failure or metadata that did not become durable\n  \
+         {EXIT_USAGE}  usage: unknown flag, bad flag value or refused ROCKETMQ_* value\n"
+    ));
+    help
+}
+
+/// One line for an operator: the error, its typed detail and its causes.
+fn explain(error: &RuntimeError) -> String {
+    let mut line = error.to_string();
+    if let Some(context) = error.context() {
+        line.push_str(&format!(": {context}"));
+    }
+    for source in error.diagnostic_view().sources {
+        line.push_str(&format!(": {source}"));
+    }
+    line
+}
+
+/// Reports a failed step and picks the exit code: a refused `ROCKETMQ_*`
+/// value is a usage error (its line names the variable, the value and what
+/// is accepted), anything else a failure.
+fn fail(step: &str, error: &RuntimeError) -> ExitCode {
+    match error.context() {
+        Some(context) if error.kind() == RuntimeErrorKind::Configuration => {
+            eprintln!("broker_entrypoint: invalid environment: {context}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        _ => {
+            eprintln!("broker_entrypoint: {step}: {}", explain(error));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
 /// Why the arguments were not parsed.
 enum ArgsError {
-    /// `--help`: print the usage to stdout and exit 0.
+    /// `--help`: print the help to stdout and exit 0.
     Help,
-    /// A usage error: print it to stderr and exit 2.
+    /// A usage error: print it to stderr (one line) and exit 2.
     Usage(String),
 }
 
@@ -286,34 +356,29 @@ fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
         Err(ArgsError::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+            print!("{}", help());
+            return ExitCode::from(EXIT_CLEAN);
         }
         Err(ArgsError::Usage(message)) => {
-            eprintln!("{message}\n{USAGE}");
-            return ExitCode::from(2);
+            eprintln!("broker_entrypoint: {message} (see --help)");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     // Probe address, shutdown timeout, liveness staleness, drain methods
     // and drain delay come from the `ROCKETMQ_*` environment.
     let lifecycle = match ServiceLifecycle::from_env("broker") {
         Ok(lifecycle) => lifecycle,
-        Err(error) => {
-            eprintln!("invalid lifecycle environment: {error}");
-            return ExitCode::from(1);
-        }
+        Err(error) => return fail("lifecycle configuration", &error),
     };
     let owner = match RuntimeOwner::plan(RuntimeConfig::broker_default()) {
+        // The memory limit (`ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`) is read here.
         Ok(plan) => match plan.build() {
             Ok(owner) => owner,
-            Err(error) => {
-                eprintln!("runtime build failed: {error}");
-                return ExitCode::from(1);
-            }
+            Err(error) => return fail("runtime build", &error),
         },
         Err(violation) => {
-            eprintln!("invalid runtime configuration: {violation}");
-            return ExitCode::from(1);
+            eprintln!("broker_entrypoint: invalid runtime configuration: {violation}");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let root = owner.root_context();
@@ -321,8 +386,8 @@ fn main() -> ExitCode {
     // with the runtime: `/livez` and `/readyz` answer until the very end.
     let probes = root.component("lifecycle");
     if let Err(error) = owner.block_on(lifecycle.start(&probes)) {
-        eprintln!("lifecycle start failed: {error}");
-        return ExitCode::from(1);
+        // A probe address in use names the address and the OS error.
+        return fail("lifecycle start", &error);
     }
     if let Some(address) = lifecycle.probe_local_addr() {
         eprintln!("probes listening on http://{address}");
@@ -335,8 +400,7 @@ fn main() -> ExitCode {
         &failures,
         CriticalFailureRecovery::FailAndRequestShutdown,
     ) {
-        eprintln!("critical failure monitor not started: {error}");
-        return ExitCode::from(1);
+        return fail("critical failure monitor not started", &error);
     }
     let metadata = match MetadataIoConfig::default()
         .into_plan()
@@ -345,8 +409,8 @@ fn main() -> ExitCode {
     {
         Ok(metadata) => metadata,
         Err(error) => {
-            eprintln!("metadata actor not started: {error}");
-            return ExitCode::from(1);
+            eprintln!("broker_entrypoint: metadata actor not started: {error}");
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     let broker = root.component("broker");
@@ -354,10 +418,10 @@ fn main() -> ExitCode {
         Ok(beats) => beats,
         Err(error) => {
             eprintln!(
-                "broker startup failed ({}): {error}",
+                "broker_entrypoint: broker startup failed ({}): {error}",
                 RuntimeOperation::external("start-broker")
             );
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     if let Err(error) = lifecycle.mark_ready() {
@@ -368,7 +432,10 @@ fn main() -> ExitCode {
         Err(error) => {
             // A broker that cannot hear SIGTERM must not look like a clean
             // stop to its supervisor: it fails (exit 1) after shutting down.
-            eprintln!("cannot install signal handlers: {error}; shutting down");
+            eprintln!(
+                "cannot install signal handlers: {}; shutting down",
+                explain(&error)
+            );
             lifecycle.mark_failed();
             lifecycle.request_shutdown(ShutdownReason::Internal)
         }
@@ -405,9 +472,8 @@ fn main() -> ExitCode {
         // the report carries it as `reason`.
         Ok(report) => report,
         Err(error) => {
-            eprintln!("shutdown failed: {error}");
             lifecycle.mark_failed();
-            return ExitCode::from(1);
+            return fail("shutdown failed", &error);
         }
     };
     let failed = lifecycle.state() == ServiceLifecycleState::Failed;
@@ -420,13 +486,13 @@ fn main() -> ExitCode {
     // Metadata that did not become durable is lost work: the exit says so.
     let metadata_lost = drained.timed_out || !drained.unfinished.is_empty();
     if report.is_healthy() && !failed && critical.is_none() && !metadata_lost {
-        ExitCode::SUCCESS
+        ExitCode::from(EXIT_CLEAN)
     } else {
         eprintln!(
             "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata unfinished {metadata_lost}",
             report.is_healthy(),
             critical.is_some()
         );
-        ExitCode::from(1)
+        ExitCode::from(EXIT_FAILED)
     }
 }

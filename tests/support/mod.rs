@@ -55,6 +55,21 @@ pub fn owner_with_group(
     (owner, group)
 }
 
+/// The `broker_entrypoint` example binary (`cargo test` builds examples
+/// next to the test binaries' directory).
+pub fn example_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("broker_entrypoint{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.exists(), "example not built at {}", binary.display());
+    binary
+}
+
 /// Panics when dropped: held by a future, it makes the future's
 /// destruction panic.
 #[derive(Debug)]

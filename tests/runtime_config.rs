@@ -207,6 +207,40 @@ fn validate_reports_the_first_failing_rule_in_order() {
     assert_eq!(config.validate(), Ok(()));
 }
 
+/// The crate's deadlines are Tokio timers: a configuration without the
+/// time driver is refused with a rule that says so, not accepted and
+/// ignored; `plan()` refuses it before anything starts.
+#[test]
+fn a_disabled_time_driver_is_refused() {
+    let config = RuntimeConfig {
+        enable_time: false,
+        ..RuntimeConfig::for_parallelism("svc", 2)
+    };
+    assert_eq!(
+        config.validate(),
+        invalid(RuntimeContractPolicy::TimeDriverEnabled)
+    );
+    let violation = rocketmq_runtime::RuntimeOwner::plan(config).expect_err("refused");
+    let message = violation.to_string();
+    assert!(message.contains("RuntimeConfig::enable_time"), "{message}");
+    assert!(message.contains("Tokio timers"), "{message}");
+}
+
+/// A violation's message names the field and what it accepts.
+#[test]
+fn violation_messages_name_the_field_and_the_limit() {
+    let config = RuntimeConfig {
+        max_blocking_threads: 600,
+        ..RuntimeConfig::for_parallelism("svc", 2)
+    };
+    let message = config.validate().expect_err("above 512").to_string();
+    assert_eq!(
+        message,
+        "invalid runtime configuration (max-blocking-threads-within-supported-range): \
+         RuntimeConfig::max_blocking_threads, expected a value in 3..=512"
+    );
+}
+
 #[test]
 fn global_capacity_below_one_slot_per_lane_is_a_violation() {
     for capacity in [1, 2] {

@@ -7,7 +7,7 @@
 //! [`context`](RuntimeError::context): the variable, the value as given
 //! and what is accepted. A value is never silently treated as unset.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -91,7 +91,7 @@ pub(crate) fn process_environment(name: &str) -> Option<OsString> {
 pub(crate) fn refused(
     operation: RuntimeOperation,
     variable: &'static str,
-    value: &std::ffi::OsStr,
+    value: &OsStr,
     policy: RuntimeContractPolicy,
 ) -> RuntimeError {
     RuntimeError::configuration(operation).with_context(RuntimeErrorContext::Environment(
@@ -99,22 +99,34 @@ pub(crate) fn refused(
     ))
 }
 
-/// A set variable's value as trimmed UTF-8 text. A value that is not UTF-8
-/// is refused under `policy` (labelled `operation`), never taken as unset.
+/// A set variable's value read with `parse` (see [`parse_value`]).
 #[track_caller]
-pub(crate) fn text(
+pub(crate) fn parsed<T>(
     lookup: &impl Lookup,
     variable: &'static str,
     policy: RuntimeContractPolicy,
     operation: RuntimeOperation,
-) -> RuntimeResult<Option<(String, OsString)>> {
-    let Some(raw) = lookup(variable) else {
-        return Ok(None);
-    };
-    match raw.to_str() {
-        Some(text) => Ok(Some((text.trim().to_owned(), raw.clone()))),
-        None => Err(refused(operation, variable, &raw, policy)),
-    }
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> RuntimeResult<Option<T>> {
+    lookup(variable)
+        .map(|raw| parse_value(variable, &raw, policy, operation, parse))
+        .transpose()
+}
+
+/// `raw`, the value of `variable`, read with `parse` (given the trimmed
+/// text): a value `parse` refuses, or one that is not UTF-8, is refused
+/// under `policy` (labelled `operation`).
+#[track_caller]
+pub(crate) fn parse_value<T>(
+    variable: &'static str,
+    raw: &OsStr,
+    policy: RuntimeContractPolicy,
+    operation: RuntimeOperation,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> RuntimeResult<T> {
+    raw.to_str()
+        .and_then(|text| parse(text.trim()))
+        .ok_or_else(|| refused(operation, variable, raw, policy))
 }
 
 /// A set variable as whole seconds in `range` (not a number: operation
@@ -127,23 +139,16 @@ pub(crate) fn seconds(
     range: RangeInclusive<u64>,
     policy: RuntimeContractPolicy,
 ) -> RuntimeResult<Option<Duration>> {
-    let Some((text, raw)) = text(
-        lookup,
-        variable,
-        policy,
-        RuntimeOperation::ServiceLifecycleDuration,
-    )?
-    else {
+    let Some(raw) = lookup(variable) else {
         return Ok(None);
     };
-    let seconds: u64 = text.parse().map_err(|_| {
-        refused(
-            RuntimeOperation::ServiceLifecycleDuration,
-            variable,
-            &raw,
-            policy,
-        )
-    })?;
+    let seconds = parse_value(
+        variable,
+        &raw,
+        policy,
+        RuntimeOperation::ServiceLifecycleDuration,
+        |text| text.parse::<u64>().ok(),
+    )?;
     if !range.contains(&seconds) {
         return Err(refused(
             RuntimeOperation::ServiceLifecycleDurationRange,

@@ -226,23 +226,18 @@ impl ServiceLifecycleConfig {
         lookup: &impl environment::Lookup,
     ) -> RuntimeResult<Self> {
         let mut config = Self::new(service_name);
-        let address = RuntimeContractPolicy::ProbeBindAddressValid;
-        if let Some((text, raw)) = environment::text(
+        // Empty: no probe server, as unset.
+        if let Some(address) = environment::parsed(
             lookup,
             HEALTH_BIND_ADDR_ENV,
-            address,
+            RuntimeContractPolicy::ProbeBindAddressValid,
             RuntimeOperation::ServiceLifecycleProbeAddress,
+            |text| match text {
+                "" => Some(None),
+                address => address.parse().ok().map(Some),
+            },
         )? {
-            if !text.is_empty() {
-                config.probe_bind_addr = Some(text.parse().map_err(|_| {
-                    environment::refused(
-                        RuntimeOperation::ServiceLifecycleProbeAddress,
-                        HEALTH_BIND_ADDR_ENV,
-                        &raw,
-                        address,
-                    )
-                })?);
-            }
+            config.probe_bind_addr = address;
         }
         if let Some(timeout) = environment::seconds(
             lookup,
@@ -260,21 +255,14 @@ impl ServiceLifecycleConfig {
         )? {
             config.liveness_stale_after = stale;
         }
-        let methods = RuntimeContractPolicy::DrainMethodsIncludePost;
-        if let Some((text, raw)) = environment::text(
+        if let Some(methods) = environment::parsed(
             lookup,
             HEALTH_DRAIN_METHODS_ENV,
-            methods,
+            RuntimeContractPolicy::DrainMethodsIncludePost,
             RuntimeOperation::ServiceLifecycleDrainMethods,
+            DrainRequestMethods::parse,
         )? {
-            config.drain_request_methods = DrainRequestMethods::parse(&text).ok_or_else(|| {
-                environment::refused(
-                    RuntimeOperation::ServiceLifecycleDrainMethods,
-                    HEALTH_DRAIN_METHODS_ENV,
-                    &raw,
-                    methods,
-                )
-            })?;
+            config.drain_request_methods = methods;
         }
         Ok(config)
     }

@@ -525,18 +525,21 @@ fn environment_value() -> Option<std::ffi::OsString> {
 /// A set `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: whole bytes, at least the
 /// minimum; anything else (not UTF-8 included) is refused with the value.
 fn parse_environment_limit(raw: &std::ffi::OsStr) -> RuntimeResult<ProcessMemoryLimit> {
-    let policy = RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum;
-    match raw.to_str().map(|text| text.trim().parse::<u64>()) {
-        Some(Ok(bytes)) if bytes >= ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES => Ok(
-            ProcessMemoryLimit::discovered(bytes, MemoryLimitSource::Environment),
-        ),
-        _ => Err(crate::environment::refused(
-            DETECT,
-            PROCESS_MEMORY_LIMIT_ENV,
-            raw,
-            policy,
-        )),
-    }
+    let bytes = crate::environment::parse_value(
+        PROCESS_MEMORY_LIMIT_ENV,
+        raw,
+        RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum,
+        DETECT,
+        |text| {
+            text.parse::<u64>()
+                .ok()
+                .filter(|bytes| *bytes >= ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES)
+        },
+    )?;
+    Ok(ProcessMemoryLimit::discovered(
+        bytes,
+        MemoryLimitSource::Environment,
+    ))
 }
 
 // ---------------------------------------------------------------------------

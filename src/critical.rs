@@ -20,9 +20,9 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
+use crate::inline::with_inline_limit;
 use crate::loom::Mutex;
 use crate::task_group::completion::{Settle, TrackedFuture};
-use crate::task_group::submission::with_inline_limit;
 use crate::task_group::{TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
 use crate::task_spawner::TaskSpawner;
 
@@ -180,15 +180,7 @@ impl CriticalFailureState {
     ///
     /// Cancel safe: nothing is taken.
     pub async fn wait(&self) -> CriticalFailure {
-        loop {
-            let recorded = self.inner.recorded.notified();
-            tokio::pin!(recorded);
-            recorded.as_mut().enable();
-            if let Some(failure) = self.pending() {
-                return failure;
-            }
-            recorded.await;
-        }
+        crate::wait::notified(&self.inner.recorded, || self.pending()).await
     }
 
     /// Notifications of later failures through a channel of `capacity`.

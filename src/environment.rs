@@ -15,11 +15,24 @@ use crate::error::{
     EnvironmentViolation, RuntimeContractPolicy, RuntimeError, RuntimeErrorContext,
     RuntimeOperation, RuntimeResult,
 };
-use crate::resource_budget::memory::PROCESS_MEMORY_LIMIT_ENV;
-use crate::service_lifecycle::{
-    DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
-    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
-};
+
+/// `ROCKETMQ_HEALTH_BIND_ADDR`: the probe server's address (none: no server).
+pub const HEALTH_BIND_ADDR_ENV: &str = "ROCKETMQ_HEALTH_BIND_ADDR";
+/// `ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS`: 1..=300 (default 45).
+pub const SHUTDOWN_TIMEOUT_SECONDS_ENV: &str = "ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS";
+/// `ROCKETMQ_LIVENESS_STALE_SECONDS`: 2..=300 (default 30).
+pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
+/// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
+pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
+/// Seconds an entrypoint keeps serving after a shutdown request with
+/// readiness revoked (0..=300 and below the shutdown timeout, default 0),
+/// read by [`ServiceLifecycle::from_env`](crate::ServiceLifecycle::from_env); see
+/// [`ServiceLifecycle::with_drain_delay`](crate::ServiceLifecycle::with_drain_delay).
+pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
+/// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
+/// (a whole number of bytes, at least
+/// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES)).
+pub const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
 
 /// One environment variable the crate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

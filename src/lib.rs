@@ -40,6 +40,7 @@ mod context;
 mod critical;
 mod environment;
 mod error;
+mod inline;
 mod metadata_io;
 mod operation;
 mod owner;
@@ -56,6 +57,7 @@ pub mod signal;
 pub mod task;
 mod task_group;
 mod task_spawner;
+mod wait;
 
 pub use blocking::*;
 pub use config::*;
@@ -63,7 +65,11 @@ pub use context::RuntimeContext;
 pub use critical::{
     CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
 };
-pub use environment::{EnvironmentVariable, ENVIRONMENT_VARIABLES};
+pub use environment::{
+    EnvironmentVariable, DRAIN_DELAY_SECONDS_ENV, ENVIRONMENT_VARIABLES, HEALTH_BIND_ADDR_ENV,
+    HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, PROCESS_MEMORY_LIMIT_ENV,
+    SHUTDOWN_TIMEOUT_SECONDS_ENV,
+};
 pub use error::*;
 pub use metadata_io::fs::*;
 pub use metadata_io::{
@@ -93,8 +99,7 @@ pub use service_lifecycle::{
     CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
     ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER,
-    DEFAULT_SHUTDOWN_TIMEOUT, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV,
-    HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    DEFAULT_SHUTDOWN_TIMEOUT,
 };
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;

@@ -20,26 +20,16 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::environment;
+use crate::environment::{
+    self, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
+    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+};
 use crate::error::{RuntimeContractPolicy, RuntimeError, RuntimeOperation, RuntimeResult};
 #[cfg(not(loom))]
 use crate::loom::Ordering;
 use crate::loom::{AtomicBool, Mutex};
 use crate::ShutdownDeadline;
 
-/// `ROCKETMQ_HEALTH_BIND_ADDR`: the probe server's address (none: no server).
-pub const HEALTH_BIND_ADDR_ENV: &str = "ROCKETMQ_HEALTH_BIND_ADDR";
-/// `ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS`: 1..=300 (default 45).
-pub const SHUTDOWN_TIMEOUT_SECONDS_ENV: &str = "ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS";
-/// `ROCKETMQ_LIVENESS_STALE_SECONDS`: 2..=300 (default 30).
-pub const LIVENESS_STALE_SECONDS_ENV: &str = "ROCKETMQ_LIVENESS_STALE_SECONDS";
-/// `ROCKETMQ_HEALTH_DRAIN_METHODS`: `POST` (default) or `GET,POST`.
-pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
-/// Seconds an entrypoint keeps serving after a shutdown request with
-/// readiness revoked (0..=300 and below the shutdown timeout, default 0),
-/// read by [`ServiceLifecycle::from_env`]; see
-/// [`ServiceLifecycle::with_drain_delay`].
-pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// The default shutdown timeout.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
 /// The default age after which missing progress makes a service not live.
@@ -743,15 +733,7 @@ impl ServiceLifecycle {
     ///
     /// Cancel safe: waiting has no side effects.
     pub async fn wait_for_shutdown(&self) -> ShutdownRequest {
-        loop {
-            let requested = self.inner.shutdown_requested.notified();
-            tokio::pin!(requested);
-            requested.as_mut().enable();
-            if let Some(request) = self.shutdown_request() {
-                return request;
-            }
-            requested.await;
-        }
+        crate::wait::notified(&self.inner.shutdown_requested, || self.shutdown_request()).await
     }
 
     /// Waits for the first shutdown request, then for the

@@ -38,8 +38,8 @@ use crate::blocking::{
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::shutdown_deadline::saturating_add;
-use crate::task_group::submission::notified_until;
 use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+use crate::wait::notified_until;
 use crate::ShutdownDeadline;
 
 /// Results larger than this travel boxed from the blocking thread.

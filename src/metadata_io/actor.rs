@@ -402,7 +402,7 @@ impl MetadataIoActor {
     pub async fn shutdown_until(&self, deadline: MetadataDeadline) -> MetadataIoShutdownReport {
         self.stop_admission();
         let shared = &self.shared;
-        let finished = crate::task_group::submission::notified_until(
+        let finished = crate::wait::notified_until(
             &shared.finished,
             ShutdownDeadline::from_tokio(deadline.instant()),
             Some(shared.group.runtime_handle()),

@@ -23,11 +23,11 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::inline::with_inline_limit;
 use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
 use crate::task_group::completion::{Ending, Settle, Ticket, TrackedFuture};
-use crate::task_group::submission::with_inline_limit;
 use crate::task_group::{GroupInner, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
 
 pin_project! {

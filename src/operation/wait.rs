@@ -17,8 +17,8 @@ use std::time::Duration;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::operation::{OperationContext, OperationWaitOutcome, OperationWaitPolicy};
 use crate::shutdown_deadline::saturating_add;
-use crate::task_group::submission::notified_until;
 use crate::task_group::TaskGroup;
+use crate::wait::notified_until;
 use crate::ShutdownDeadline;
 
 /// How long `wait(timeout)` and `cancel_and_wait(timeout)` wait after

@@ -16,7 +16,7 @@ use crate::error::RuntimeContractViolation;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
 use crate::resource_budget::tree::{validate_name, Gate, ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::{BudgetClass, BudgetLimit, BudgetRejection};
-use crate::task_group::submission::notified_until;
+use crate::wait::notified_until;
 use crate::ShutdownDeadline;
 
 /// The registry of one tree's dynamic keys.

@@ -48,10 +48,7 @@ use crate::error::{
     RuntimeContractPolicy, RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult,
 };
 
-/// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
-/// (a whole number of bytes, at least
-/// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`]).
-pub const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
+use crate::environment::PROCESS_MEMORY_LIMIT_ENV;
 
 const PROC_SELF_CGROUP: &str = "/proc/self/cgroup";
 const PROC_SELF_MOUNTINFO: &str = "/proc/self/mountinfo";

@@ -37,7 +37,7 @@ use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::resource_budget::tree::{Node, ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::PermitRebindOutcome;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
-use crate::task_group::submission::Watch;
+use crate::wait::{notified_by_either, Watch};
 
 /// The answer to a push.
 #[derive(Debug)]
@@ -694,25 +694,12 @@ impl<T> BudgetedQueue<T> {
         let _watch = Watch::new(&self.inner.readers_waiting);
         // A dynamic key closing above the queue's budget closes the queue
         // without touching it: listen for that too.
-        let tree = &self.inner.budget.node.tree;
-        loop {
-            let readable = self.inner.readers.notified();
-            tokio::pin!(readable);
-            readable.as_mut().enable();
-            let key_closed = tree.closed.notified();
-            tokio::pin!(key_closed);
-            key_closed.as_mut().enable();
-            if let Some(entry) = self.pop_entry() {
-                return Some(entry);
-            }
-            if self.is_closed() {
-                return None;
-            }
-            tokio::select! {
-                () = readable => {}
-                () = key_closed => {}
-            }
-        }
+        let key_closed = &self.inner.budget.node.tree.closed;
+        notified_by_either(&self.inner.readers, key_closed, || match self.pop_entry() {
+            Some(entry) => Some(Some(entry)),
+            None => self.is_closed().then_some(None),
+        })
+        .await
     }
 
     /// Removes (and releases) the items `keep` rejects, preserving order;

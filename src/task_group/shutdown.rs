@@ -29,8 +29,8 @@ use crate::loom::Arc;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::state::{CLOSED, COMPLETED};
-use crate::task_group::submission::{sleep_until_on, Watch};
 use crate::task_group::{GroupInner, TaskGroup};
+use crate::wait::{notified, wait_for, Expiry, Watch};
 use crate::ShutdownDeadline;
 
 /// How many times a drain yields to let aborted futures be destroyed after
@@ -102,35 +102,36 @@ impl GroupInner {
             return;
         }
         let _watch = Watch::new(&self.idle_watchers);
+        /// Why a wait for idleness ended.
+        enum Woken {
+            Idle,
+            /// The deadline tightened: wait again with the new one.
+            DeadlineChanged,
+        }
         loop {
-            let idle = self.idle.notified();
-            let changed = self.deadline_changed.notified();
-            tokio::pin!(idle, changed);
-            idle.as_mut().enable();
-            changed.as_mut().enable();
-            if self.gate.len() == 0 {
-                return;
-            }
-            let Some(deadline) = self.deadline() else {
-                // No deadline installed (cannot happen through the public
-                // paths): wait for idleness or a deadline.
-                tokio::select! {
-                    () = &mut idle => {}
-                    () = &mut changed => {}
+            // No deadline cannot happen through the public paths: then the
+            // wait is for idleness or a deadline.
+            let deadline = self.deadline();
+            let expiry = deadline.map(|deadline| Expiry {
+                deadline: ShutdownDeadline::from_tokio(deadline),
+                // On the owner's runtime: a shutdown polled by another
+                // executor (or none) still has a timer.
+                runtime: Some(self.tree.handle()),
+            });
+            let woken = wait_for(&self.idle, Some(&self.deadline_changed), expiry, || {
+                if self.gate.len() == 0 {
+                    Some(Woken::Idle)
+                } else if self.deadline() != deadline {
+                    Some(Woken::DeadlineChanged)
+                } else {
+                    None
                 }
-                continue;
-            };
-            if Instant::now() >= deadline {
-                break;
-            }
-            // On the owner's runtime: a shutdown polled by another executor
-            // (or none) still has a timer.
-            let expiry = sleep_until_on(deadline, Some(self.tree.handle()));
-            tokio::select! {
-                biased;
-                () = &mut idle => {}
-                () = &mut changed => {}
-                () = expiry => break,
+            })
+            .await;
+            match woken {
+                Some(Woken::Idle) => return,
+                Some(Woken::DeadlineChanged) => continue,
+                None => break,
             }
         }
         self.gate.abort_matching(true, None);
@@ -145,15 +146,7 @@ impl GroupInner {
     /// Waits until every live child has its local settlement.
     async fn await_children_settled(&self) {
         for child in self.gate.live_children() {
-            loop {
-                let settled = child.local_settled.notified();
-                tokio::pin!(settled);
-                settled.as_mut().enable();
-                if child.local.get().is_some() {
-                    break;
-                }
-                settled.await;
-            }
+            notified(&child.local_settled, || child.local.get().map(drop)).await;
         }
     }
 

@@ -3,39 +3,20 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::{RuntimeOperation, RuntimeResult};
-use crate::loom::{Arc, Ordering};
+use crate::inline::with_inline_limit;
+use crate::loom::Arc;
 use crate::task_group::completion::{
     Plain, Settle, Settlement, Ticket, Tracked, TrackedFuture, UntilCancelled,
 };
 use crate::task_group::identity::{TaskId, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
 use crate::task_group::{refusal_error, GroupInner, TaskGroup};
+use crate::wait::{notified_until, Watch};
 use crate::ShutdownDeadline;
-
-/// Futures larger than this are boxed before they are wrapped and spawned, so
-/// lifecycle wrappers never copy a large state machine around the stack.
-pub(crate) const INLINE_FUTURE_LIMIT: usize = 16 * 1024;
-
-/// Boxes `future` when it is larger than [`INLINE_FUTURE_LIMIT`] and passes
-/// the (possibly boxed) future to `then`.
-macro_rules! with_inline_limit {
-    ($future:expr, |$f:ident| $then:expr) => {{
-        let future = $future;
-        if std::mem::size_of_val(&future) > $crate::task_group::submission::INLINE_FUTURE_LIMIT {
-            let $f = Box::pin(future);
-            $then
-        } else {
-            let $f = future;
-            $then
-        }
-    }};
-}
-pub(crate) use with_inline_limit;
 
 /// A task registered under the gate but not yet handed to Tokio (see
 /// [`TaskGroup::register_task`]).
@@ -380,67 +361,5 @@ impl TaskGroup {
             !inner.gate.contains(id.slot(), id.as_u64())
         })
         .await
-    }
-}
-
-/// Waits until `done()` holds, re-checking it after every notification of
-/// `notify`; false once `deadline` passes first. The caller registers as a
-/// watcher (so the notifying side knows to notify) before calling. Each
-/// check follows an enabled `Notified`, so a notification between the
-/// check and the wait is never missed.
-///
-/// The deadline timer runs on the caller's runtime; polled outside any
-/// runtime, on `runtime` when given (the owner's), so the wait still works.
-pub(crate) async fn notified_until(
-    notify: &Notify,
-    deadline: ShutdownDeadline,
-    runtime: Option<&tokio::runtime::Handle>,
-    mut done: impl FnMut() -> bool,
-) -> bool {
-    loop {
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if done() {
-            return true;
-        }
-        if deadline.is_expired() {
-            return false;
-        }
-        let expiry = sleep_until_on(deadline.tokio_instant(), runtime);
-        tokio::select! {
-            biased;
-            () = &mut notified => {}
-            () = expiry => {}
-        }
-    }
-}
-
-/// `tokio::time::sleep_until` on the caller's runtime, or, when the caller
-/// has none (a future polled by another executor), on `runtime`.
-pub(crate) fn sleep_until_on(
-    deadline: Instant,
-    runtime: Option<&tokio::runtime::Handle>,
-) -> tokio::time::Sleep {
-    let _entered = match tokio::runtime::Handle::try_current() {
-        Ok(_) => None,
-        Err(_) => runtime.map(tokio::runtime::Handle::enter),
-    };
-    tokio::time::sleep_until(deadline)
-}
-
-/// Registers interest in a notification for as long as it lives.
-pub(crate) struct Watch<'a>(&'a crate::loom::AtomicUsize);
-
-impl<'a> Watch<'a> {
-    pub(crate) fn new(counter: &'a crate::loom::AtomicUsize) -> Self {
-        counter.fetch_add(1, Ordering::SeqCst);
-        Self(counter)
-    }
-}
-
-impl Drop for Watch<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

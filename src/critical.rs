@@ -22,8 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::inline::with_inline_limit;
 use crate::loom::Mutex;
-use crate::task_group::completion::{Settle, TrackedFuture};
-use crate::task_group::{TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_group::{Settle, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName, TrackedFuture};
 use crate::task_spawner::TaskSpawner;
 
 /// What went wrong with a critical task.

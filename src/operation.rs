@@ -44,7 +44,6 @@ pub(crate) use gate::OperationGate;
 pub use outcome::{
     OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome, OperationWaitPolicy,
 };
-pub(crate) use run::spawn_in_operation;
 
 /// Process-unique operation ids (the tag of its tasks in owner tables).
 static NEXT_OPERATION_ID: StaticAtomicU64 = StaticAtomicU64::new(0);

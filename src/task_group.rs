@@ -9,18 +9,18 @@
 //!
 //! | State | File | Invariant |
 //! | --- | --- | --- |
-//! | admission phase, task table, pending settlements, child links | `task_group/state.rs` | a registration reads the phase under its table lock and the seal holds every lock: a task is registered before the seal or rejected; every reader applies pending settlements first |
+//! | admission phase, task table, pending settlements, child links | `task_group/gate.rs` | a registration reads the phase under its table lock and the seal holds every lock: a task is registered before the seal or rejected; every reader applies pending settlements first |
 //! | task records | `task_group/registry.rs` | O(1) slab; a sequence number is never reused |
 //! | spawn paths | `task_group/submission.rs` | the Tokio handoff happens after the gate; an abort requested before the handle is installed is honoured |
 //! | settlement | `task_group/completion.rs` | destroy the future → account → publish |
 //! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
 
-pub(crate) mod completion;
+mod completion;
+mod gate;
 mod identity;
-pub(crate) mod registry;
+mod registry;
 mod shutdown;
-pub(crate) mod state;
-pub(crate) mod submission;
+mod submission;
 
 #[cfg(all(test, loom))]
 mod tests;
@@ -36,12 +36,20 @@ use tokio_util::sync::CancellationToken;
 
 pub use identity::*;
 
+// The narrow interface other subsystems build tracked tasks on
+// (operations, critical tasks): a future polled with its settlement ticket.
+pub(crate) use completion::{Ending, Settle, Ticket, TrackedFuture};
+// The operation gate's loom model drives the real task gate.
+#[cfg(loom)]
+pub(crate) use registry::AbortTarget;
+
 use crate::blocking::table::BlockingTable;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, Weak};
 use crate::shutdown_report::ShutdownReport;
+pub(crate) use gate::{Gate, OPEN};
+use gate::{Refusal, COMPLETED};
 use shutdown::LocalSettlement;
-use state::{Gate, Refusal, COMPLETED, OPEN};
 
 /// State shared by every group of one ownership tree (one owner or harness).
 #[derive(Debug)]
@@ -391,7 +399,7 @@ impl TaskGroup {
             COMPLETED => TaskGroupLifecycleState::ShutdownCompleted,
             _ if gate.is_poisoned() => TaskGroupLifecycleState::Poisoned,
             OPEN => TaskGroupLifecycleState::Open,
-            state::CLOSING if !self.inner.token.is_cancelled() => TaskGroupLifecycleState::Closing,
+            gate::CLOSING if !self.inner.token.is_cancelled() => TaskGroupLifecycleState::Closing,
             _ => TaskGroupLifecycleState::Closed,
         }
     }

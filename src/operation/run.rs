@@ -1,7 +1,7 @@
 //! The operation task wrapper: picks the outcome, then settles it.
 //!
 //! [`OperationRun`] wraps the user future inside the owner group's
-//! [`Tracked`](crate::task_group::completion) wrapper. On every poll it checks,
+//! group's tracked-task wrapper. On every poll it checks,
 //! in priority order, owner cancellation (not for draining operations),
 //! operation cancellation and the deadline, and only then polls the work. A
 //! cancellation or deadline that is already due wins without the work
@@ -27,8 +27,10 @@ use crate::inline::with_inline_limit;
 use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
-use crate::task_group::completion::{Ending, Settle, Ticket, TrackedFuture};
-use crate::task_group::{GroupInner, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_group::{
+    Ending, GroupInner, Settle, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName, Ticket,
+    TrackedFuture,
+};
 
 pin_project! {
     /// The user future of one operation task. The owner group and the
@@ -248,6 +250,66 @@ fn task_result(outcome: OperationOutcome) -> TaskEnd {
         | OperationOutcome::OwnerCancelled => TaskEnd::Cancelled,
         OperationOutcome::Panicked => TaskEnd::Panicked,
         OperationOutcome::Aborted => TaskEnd::Aborted,
+    }
+}
+
+impl TaskGroup {
+    /// Spawns a task of `operation` into this group (its owner).
+    ///
+    /// The task is tagged with the operation in this group's table and
+    /// observes, in priority order, this group's cancellation (outcome
+    /// `OwnerCancelled`), the operation's cancellation (`Cancelled`) and its
+    /// deadline (`DeadlineExceeded`): whichever comes first drops the future.
+    /// The first accepted submission binds the operation to this group.
+    /// See [`OperationContext`](crate::OperationContext).
+    ///
+    /// # Errors
+    ///
+    /// * kind `Closed`, operation `SpawnOperation`: the operation's
+    ///   admission is closed, it is cancelled, or its deadline has passed;
+    /// * `internal_failure(OperationOwner)`: the operation is bound to
+    ///   another group;
+    /// * kind `CapacityExhausted`, operation `SpawnOperation`: the operation
+    ///   already has 2^32 - 1 active tasks;
+    /// * as [`spawn`](Self::spawn) when this group refuses the task (the
+    ///   operation's admission is rolled back).
+    ///
+    /// A refused submission changes no operation counter.
+    #[track_caller]
+    pub fn spawn_operation<F>(
+        &self,
+        operation: &OperationContext,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        spawn_in_operation(self, operation, name.into(), false, future)
+    }
+
+    /// Spawns a task of `operation` that keeps running after this group is
+    /// cancelled.
+    ///
+    /// Like [`spawn_operation`](Self::spawn_operation) without the owner
+    /// cancellation branch: the task ends when it completes, when the
+    /// operation is cancelled or expires, when a wait aborts it, or when
+    /// this group's shutdown deadline aborts it.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn_operation`](Self::spawn_operation).
+    #[track_caller]
+    pub fn spawn_draining_operation<F>(
+        &self,
+        operation: &OperationContext,
+        name: impl Into<TaskName>,
+        future: F,
+    ) -> RuntimeResult<TaskId>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        spawn_in_operation(self, operation, name.into(), true, future)
     }
 }
 

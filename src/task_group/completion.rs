@@ -28,9 +28,9 @@ use pin_project_lite::pin_project;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
+use crate::task_group::gate::SHARDS;
 use crate::task_group::identity::TaskEnd;
 use crate::task_group::registry::{SeqCheck, MAX_SLOTS};
-use crate::task_group::state::SHARDS;
 use crate::task_group::GroupInner;
 
 /// How a tracked future ended, decided by [`Tracked`].

@@ -1,7 +1,7 @@
 //! The task table of one group: an O(1) slab of task records.
 //!
 //! A record is inserted under the group's spawn gate and removed when the
-//! task's own settlement is applied (see `state.rs`: a settlement is
+//! task's own settlement is applied (see `gate.rs`: a settlement is
 //! published first and applied before any reader looks). The table grows in
 //! fixed chunks that never move (growing never copies live records). A
 //! record is split into a 24-byte hot part (sequence, flags, the task's
@@ -198,7 +198,7 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 
 const NO_FREE: u32 = u32::MAX;
 /// Removed records' handles one table keeps for its registrations to
-/// drop: as many as a settler applies at once (`state::SETTLER_APPLY`).
+/// drop: as many as a settler applies at once (`gate::SETTLER_APPLY`).
 pub(crate) const RETAINED_HANDLES: usize = 128;
 /// Handles an emptied table keeps (the rest go with the emptying removal).
 const IDLE_RETAINED_HANDLES: usize = 16;

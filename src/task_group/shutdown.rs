@@ -27,8 +27,8 @@ use tokio::time::Instant;
 
 use crate::loom::Arc;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
+use crate::task_group::gate::{CLOSED, COMPLETED};
 use crate::task_group::identity::{TaskId, TaskState};
-use crate::task_group::state::{CLOSED, COMPLETED};
 use crate::task_group::{GroupInner, TaskGroup};
 use crate::wait::{notified, wait_for, Expiry, Watch};
 use crate::ShutdownDeadline;

@@ -248,64 +248,6 @@ impl TaskGroup {
         self.spawn_with_handle(name, TaskKind::Service, future)
     }
 
-    /// Spawns a task of `operation` into this group (its owner).
-    ///
-    /// The task is tagged with the operation in this group's table and
-    /// observes, in priority order, this group's cancellation (outcome
-    /// `OwnerCancelled`), the operation's cancellation (`Cancelled`) and its
-    /// deadline (`DeadlineExceeded`): whichever comes first drops the future.
-    /// The first accepted submission binds the operation to this group.
-    /// See [`OperationContext`](crate::OperationContext).
-    ///
-    /// # Errors
-    ///
-    /// * kind `Closed`, operation `SpawnOperation`: the operation's
-    ///   admission is closed, it is cancelled, or its deadline has passed;
-    /// * `internal_failure(OperationOwner)`: the operation is bound to
-    ///   another group;
-    /// * kind `CapacityExhausted`, operation `SpawnOperation`: the operation
-    ///   already has 2^32 - 1 active tasks;
-    /// * as [`spawn`](Self::spawn) when this group refuses the task (the
-    ///   operation's admission is rolled back).
-    ///
-    /// A refused submission changes no operation counter.
-    #[track_caller]
-    pub fn spawn_operation<F>(
-        &self,
-        operation: &crate::OperationContext,
-        name: impl Into<TaskName>,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        crate::operation::spawn_in_operation(self, operation, name.into(), false, future)
-    }
-
-    /// Spawns a task of `operation` that keeps running after this group is
-    /// cancelled.
-    ///
-    /// Like [`spawn_operation`](Self::spawn_operation) without the owner
-    /// cancellation branch: the task ends when it completes, when the
-    /// operation is cancelled or expires, when a wait aborts it, or when
-    /// this group's shutdown deadline aborts it.
-    ///
-    /// # Errors
-    ///
-    /// As [`spawn_operation`](Self::spawn_operation).
-    #[track_caller]
-    pub fn spawn_draining_operation<F>(
-        &self,
-        operation: &crate::OperationContext,
-        name: impl Into<TaskName>,
-        future: F,
-    ) -> RuntimeResult<TaskId>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        crate::operation::spawn_in_operation(self, operation, name.into(), true, future)
-    }
-
     /// Requests an abort of every task of an operation (crate: waits).
     pub(crate) fn abort_operation_tasks(&self, operation: OperationTag) -> usize {
         self.inner.gate.abort_matching(false, Some(operation))

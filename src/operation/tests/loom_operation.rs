@@ -137,8 +137,8 @@ fn loom_operation_close_for_an_owner_races_a_binding_submission() {
 /// aborted either by the walk or by the submitter itself, never missed.
 #[test]
 fn loom_operation_hard_stop_misses_no_registering_task() {
-    use crate::task_group::registry::AbortTarget;
-    use crate::task_group::state::{Gate, OPEN};
+    use crate::task_group::AbortTarget;
+    use crate::task_group::{Gate, OPEN};
     use crate::task_group::{TaskKind, TaskName};
 
     #[derive(Debug)]

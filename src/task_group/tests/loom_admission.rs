@@ -7,9 +7,9 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
+use crate::task_group::gate::{Gate, Refusal, CLOSING, OPEN, SHARDS};
 use crate::task_group::identity::{TaskEnd, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, AbortTarget};
-use crate::task_group::state::{Gate, Refusal, CLOSING, OPEN, SHARDS};
 
 /// Records abort calls instead of aborting a Tokio task.
 #[derive(Debug, Clone)]

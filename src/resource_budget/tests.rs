@@ -1,3 +1,4 @@
 //! Loom models of the budget tree (run with `--cfg loom`).
 
 mod loom_budget;
+mod loom_usage;

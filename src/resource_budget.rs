@@ -2,6 +2,7 @@
 //! reserve-and-rollback, RAII permits, budgeted queues and process memory
 //! discovery.
 
+mod budget;
 mod dynamic;
 pub mod memory;
 mod queue;
@@ -11,6 +12,7 @@ mod tree;
 mod types;
 mod usage;
 
+pub use budget::{ResourceBudget, ResourceBudgetTree, ResourcePermit};
 pub use dynamic::{
     DynamicBudgetKey, DynamicKeyAdmissionRejection, DynamicKeyRegistrationFailure,
     DynamicKeyRetirement,
@@ -18,7 +20,5 @@ pub use dynamic::{
 pub use queue::{
     BudgetedItem, BudgetedQueue, ForeignPermit, QueuePushOutcome, QueuePushRejection, QueueSnapshot,
 };
-pub use tree::{
-    ResourceBudget, ResourceBudgetTree, ResourcePermit, DEFAULT_MAX_DYNAMIC_BUDGET_KEYS,
-};
+pub use tree::DEFAULT_MAX_DYNAMIC_BUDGET_KEYS;
 pub use types::*;

@@ -7,36 +7,17 @@
 //! held until `retire_until` observes zero reservations; only the holder
 //! of that generation can release it.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use tokio::time::Instant;
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
-use crate::resource_budget::tree::{validate_name, Gate, ResourceBudget, ResourcePermit};
+use crate::loom::{Arc, Ordering};
+use crate::resource_budget::tree::{validate_name, Gate};
 use crate::resource_budget::types::{BudgetClass, BudgetLimit, BudgetRejection};
+use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::notified_until;
 use crate::ShutdownDeadline;
-
-/// The registry of one tree's dynamic keys.
-#[derive(Debug)]
-pub(crate) struct DynamicRegistry {
-    max_entries: usize,
-    next_generation: AtomicU64,
-    /// Full path → the generation holding it.
-    held: Mutex<HashMap<Arc<str>, u64>>,
-}
-
-impl DynamicRegistry {
-    pub(crate) fn new(max_entries: usize) -> Self {
-        Self {
-            max_entries,
-            next_generation: AtomicU64::new(1),
-            held: Mutex::new(HashMap::new()),
-        }
-    }
-}
 
 /// Why a dynamic key could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -33,8 +33,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::resource_budget::tree::{ResourceBudget, ResourcePermit};
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
+use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::{notified_by_either, Watch};
 
 mod charge;

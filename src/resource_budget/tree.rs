@@ -15,17 +15,17 @@
 //! acquisition either completed before the close (and stays charged) or is
 //! refused.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::{Arc, AtomicBool, Mutex, Ordering, StatCounter, StaticAtomicU64};
-use crate::resource_budget::dynamic::DynamicRegistry;
+use crate::loom::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, StatCounter, StaticAtomicU64};
 use crate::resource_budget::types::{
     BudgetClass, BudgetDimension, BudgetLimit, BudgetRejection, BudgetRejectionReason,
-    BudgetSnapshot, MonotonicClock, PermitRebindOutcome, SystemMonotonicClock,
+    BudgetSnapshot, MonotonicClock,
 };
 use crate::resource_budget::usage::Usage;
 
@@ -36,7 +36,7 @@ pub const DEFAULT_MAX_DYNAMIC_BUDGET_KEYS: usize = 4_096;
 
 /// State shared by every level of one tree.
 pub(crate) struct TreeState {
-    id: u64,
+    pub(super) id: u64,
     pub(crate) clock: Arc<dyn MonotonicClock>,
     /// Woken when capacity returns anywhere in the tree (while armed).
     pub(crate) released: Notify,
@@ -60,6 +60,25 @@ impl fmt::Debug for TreeState {
     }
 }
 
+/// The registry of one tree's dynamic keys.
+#[derive(Debug)]
+pub(crate) struct DynamicRegistry {
+    pub(super) max_entries: usize,
+    pub(super) next_generation: AtomicU64,
+    /// Full path → the generation holding it.
+    pub(super) held: Mutex<HashMap<Arc<str>, u64>>,
+}
+
+impl DynamicRegistry {
+    pub(crate) fn new(max_entries: usize) -> Self {
+        Self {
+            max_entries,
+            next_generation: AtomicU64::new(1),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
 /// A token bucket (only at levels with a rate).
 #[derive(Debug)]
 struct TokenBucket {
@@ -80,11 +99,11 @@ pub(crate) struct Node {
     pub(crate) limit: BudgetLimit,
     pub(crate) parent: Option<Arc<Node>>,
     pub(crate) tree: Arc<TreeState>,
-    depth: usize,
+    pub(super) depth: usize,
     /// Count and bytes held at this level.
     usage: Usage,
     /// The data-class share, only where a control reserve exists.
-    data_usage: Option<Usage>,
+    pub(super) data_usage: Option<Usage>,
     rate: Option<Mutex<TokenBucket>>,
     pub(crate) gate: Option<Gate>,
     rejected: StatCounter,
@@ -104,7 +123,7 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    fn new(
+    pub(super) fn new(
         name: Arc<str>,
         path: Arc<str>,
         limit: BudgetLimit,
@@ -145,13 +164,13 @@ impl Node {
 
     /// This level and its ancestors, up to the root.
     #[inline]
-    fn ancestors(&self) -> impl Iterator<Item = &Node> {
+    pub(super) fn ancestors(&self) -> impl Iterator<Item = &Node> {
         std::iter::successors(Some(self), |node| node.parent.as_deref())
     }
 
     /// The data-class share to charge for `class`, if this level keeps one.
     #[inline]
-    fn data_share(&self, class: BudgetClass) -> Option<&Usage> {
+    pub(super) fn data_share(&self, class: BudgetClass) -> Option<&Usage> {
         match class {
             BudgetClass::Data => self.data_usage.as_ref(),
             BudgetClass::Control => None,
@@ -233,7 +252,7 @@ impl Node {
     }
 
     /// Gives one rate token back (capped at the burst), at rated levels.
-    fn restore_token(&self) {
+    pub(super) fn restore_token(&self) {
         let (Some(bucket), Some(rate)) = (&self.rate, self.limit.capacity.rate) else {
             return;
         };
@@ -243,7 +262,7 @@ impl Node {
 
     /// The first closed gate on the chain (this level and its ancestors).
     #[inline]
-    fn closed_level(&self) -> Option<&Node> {
+    pub(super) fn closed_level(&self) -> Option<&Node> {
         self.ancestors().find(|node| {
             node.gate
                 .as_ref()
@@ -256,7 +275,7 @@ impl Node {
     /// caller counts the rejection there, see [`refused`](Self::refused),
     /// and wakes capacity waiters: the undone use may have made one park).
     #[inline]
-    fn reserve_chain(
+    pub(super) fn reserve_chain(
         &self,
         count: usize,
         bytes: usize,
@@ -283,7 +302,7 @@ impl Node {
     /// release (nor the admission) and, when it took rate tokens, one
     /// token goes back at every rated level (a refused request consumes no
     /// rate).
-    fn roll_back_chain(
+    pub(super) fn roll_back_chain(
         &self,
         count: usize,
         bytes: usize,
@@ -309,7 +328,7 @@ impl Node {
 
     /// Releases along the chain `self` → root (or up to `stop_before`).
     #[inline]
-    fn release_chain(
+    pub(super) fn release_chain(
         &self,
         count: usize,
         bytes: usize,
@@ -319,7 +338,7 @@ impl Node {
         self.walk_chain(stop_before, |node| node.release_level(count, bytes, class));
     }
 
-    fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {
+    pub(super) fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {
         BudgetRejection {
             path: Arc::clone(&self.path),
             exhausted_path: Arc::clone(&at.path),
@@ -331,7 +350,7 @@ impl Node {
     /// The rejection for a capacity refusal at `at`, counted in
     /// `rejected_count` at `at` and, when the request came through a
     /// deeper level, at this level (the one the caller asked) as well.
-    fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
+    pub(super) fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
         at.rejected.fetch_add(1, Ordering::Relaxed);
         if !std::ptr::eq(self, at) {
             self.rejected.fetch_add(1, Ordering::Relaxed);
@@ -340,25 +359,10 @@ impl Node {
     }
 
     /// Reserves one count and `bytes` root → leaf, then checks the gates.
-    #[inline]
-    pub(crate) fn acquire(
-        self: &Arc<Self>,
-        bytes: usize,
-        class: BudgetClass,
-    ) -> Result<ResourcePermit, BudgetRejection> {
-        match self.try_reserve(bytes, class) {
-            Ok(()) => Ok(ResourcePermit::from_reserved(
-                Arc::clone(self),
-                bytes,
-                class,
-            )),
-            Err((at, dimension)) => Err(self.refusal(at, dimension, true)),
-        }
-    }
-
-    /// [`acquire`](Self::acquire) without a permit: the caller owns one
-    /// reservation of `bytes` and must give it back with
-    /// [`release`](Self::release) (a queue entry does, so queued items hold
+    /// The caller owns the reservation and must give it back with
+    /// [`release`](Self::release), or hand it to a permit
+    /// ([`ResourcePermit::from_reserved`](crate::ResourcePermit)) that
+    /// does (a queue entry keeps it without a permit, so queued items hold
     /// no reference count of their own). A capacity refusal is counted in
     /// the refusing level's `rejected_count` only when `counted` (a waiting
     /// push counts its first attempt, not its retries).
@@ -519,14 +523,6 @@ impl TreeState {
     }
 }
 
-/// A tree of budgets. Create one per shared limit (the owner already has
-/// the process budget: derive children from it rather than building
-/// independent trees).
-#[derive(Debug, Clone)]
-pub struct ResourceBudgetTree {
-    root: ResourceBudget,
-}
-
 pub(crate) fn validate_name(name: &str) -> Result<Arc<str>, RuntimeContractViolation> {
     let name = name.trim();
     if name.is_empty() {
@@ -538,45 +534,16 @@ pub(crate) fn validate_name(name: &str) -> Result<Arc<str>, RuntimeContractViola
     Ok(Arc::from(name))
 }
 
-impl ResourceBudgetTree {
-    /// A tree whose root is named `name` with `limit`.
-    ///
-    /// # Errors
-    ///
-    /// `EmptyBudgetName`, `InvalidBudgetName` (a `/`), or the limit's
-    /// validation error.
-    pub fn new(
-        name: impl Into<String>,
-        limit: BudgetLimit,
-    ) -> Result<Self, RuntimeContractViolation> {
-        Self::with_clock(name, limit, Arc::new(SystemMonotonicClock::new()))
-    }
-
-    /// [`new`](Self::new) with an injected clock (rate refill, queue ages).
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](Self::new).
-    pub fn with_clock(
-        name: impl Into<String>,
-        limit: BudgetLimit,
-        clock: Arc<dyn MonotonicClock>,
-    ) -> Result<Self, RuntimeContractViolation> {
-        Self::with_clock_and_key_capacity(name, limit, clock, DEFAULT_MAX_DYNAMIC_BUDGET_KEYS)
-    }
-
-    /// [`with_clock`](Self::with_clock) with a bound on dynamic keys.
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](Self::new).
-    pub fn with_clock_and_key_capacity(
-        name: impl Into<String>,
+impl Node {
+    /// The root level of a new tree named `name` (validated) with `limit`
+    /// (validated), its clock and its dynamic key bound.
+    pub(crate) fn new_root(
+        name: &str,
         limit: BudgetLimit,
         clock: Arc<dyn MonotonicClock>,
         max_entries: usize,
-    ) -> Result<Self, RuntimeContractViolation> {
-        let name = validate_name(&name.into())?;
+    ) -> Result<Arc<Self>, RuntimeContractViolation> {
+        let name = validate_name(name)?;
         limit.validate()?;
         let tree = Arc::new(TreeState {
             id: NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed),
@@ -586,369 +553,13 @@ impl ResourceBudgetTree {
             closed: Notify::new(),
             dynamic: DynamicRegistry::new(max_entries),
         });
-        let node = Node::new(Arc::clone(&name), name, limit, None, tree, None);
-        Ok(Self {
-            root: ResourceBudget {
-                node: Arc::new(node),
-            },
-        })
-    }
-
-    /// The root budget.
-    pub fn root(&self) -> ResourceBudget {
-        self.root.clone()
-    }
-}
-
-/// One level of a budget tree; clones share it.
-#[derive(Clone)]
-pub struct ResourceBudget {
-    pub(crate) node: Arc<Node>,
-}
-
-impl fmt::Debug for ResourceBudget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResourceBudget")
-            .field("path", &self.node.path)
-            .field("count", &self.node.current_count())
-            .field("bytes", &self.node.current_bytes())
-            .finish()
-    }
-}
-
-impl ResourceBudget {
-    /// A child level `parent/name` with `limit`, which must fit inside this
-    /// level. A child of a closed dynamic budget is created but stays closed.
-    ///
-    /// # Errors
-    ///
-    /// A name or limit violation, or `ChildBudgetExceedsParent` /
-    /// `ChildBudgetMaxAgeExceedsParent`.
-    pub fn child(
-        &self,
-        name: impl Into<String>,
-        limit: BudgetLimit,
-    ) -> Result<ResourceBudget, RuntimeContractViolation> {
-        self.make_child(name.into(), limit, None)
-    }
-
-    pub(crate) fn make_child(
-        &self,
-        name: String,
-        limit: BudgetLimit,
-        gate: Option<Gate>,
-    ) -> Result<ResourceBudget, RuntimeContractViolation> {
-        let name = validate_name(&name)?;
-        limit.validate_within(&self.node.limit)?;
-        let path: Arc<str> = Arc::from(format!("{}/{}", self.node.path, name));
-        let node = Node::new(
+        Ok(Arc::new(Node::new(
+            Arc::clone(&name),
             name,
-            path,
             limit,
-            Some(Arc::clone(&self.node)),
-            Arc::clone(&self.node.tree),
-            gate,
-        );
-        Ok(ResourceBudget {
-            node: Arc::new(node),
-        })
-    }
-
-    /// True when this level or an ancestor is a closed dynamic key.
-    pub fn is_closed(&self) -> bool {
-        self.node.closed_level().is_some()
-    }
-
-    /// Reserves one count and `bytes` (and a rate token where configured)
-    /// at every level from the root to this one.
-    ///
-    /// # Errors
-    ///
-    /// A [`BudgetRejection`] naming the level that refused; nothing stays
-    /// reserved.
-    #[inline]
-    pub fn try_acquire(
-        &self,
-        bytes: usize,
-        class: BudgetClass,
-    ) -> Result<ResourcePermit, BudgetRejection> {
-        self.node.acquire(bytes, class)
-    }
-
-    /// [`try_acquire`](Self::try_acquire) as data work.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
-    pub fn try_acquire_data(&self, bytes: usize) -> Result<ResourcePermit, BudgetRejection> {
-        self.try_acquire(bytes, BudgetClass::Data)
-    }
-
-    /// [`try_acquire`](Self::try_acquire) as control work (may use the
-    /// control reserve).
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    pub fn try_acquire_control(&self, bytes: usize) -> Result<ResourcePermit, BudgetRejection> {
-        self.try_acquire(bytes, BudgetClass::Control)
-    }
-
-    /// This level's counters.
-    pub fn snapshot(&self) -> BudgetSnapshot {
-        self.node.snapshot()
-    }
-
-    /// `root/child/...`.
-    pub fn path(&self) -> &str {
-        &self.node.path
-    }
-
-    /// This level's limit.
-    pub fn limit(&self) -> BudgetLimit {
-        self.node.limit
-    }
-
-    /// The tree clock's current reading.
-    pub fn monotonic_now(&self) -> Duration {
-        self.node.tree.clock.now()
-    }
-
-    /// Counts `n` items a custom retention dropped.
-    pub fn record_dropped(&self, n: u64) {
-        self.node.dropped.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Counts `n` items a custom retention replaced.
-    pub fn record_coalesced(&self, n: u64) {
-        self.node.coalesced.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Counts a slow consumer a custom retention closed.
-    pub fn record_slow_consumer_closed(&self) {
-        self.node
-            .closed_slow_consumer
-            .fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// A held reservation: one count and its bytes at every level of its
-/// budget's chain, released when dropped.
-#[must_use = "dropping a permit releases its reservation at once"]
-pub struct ResourcePermit {
-    node: Arc<Node>,
-    bytes: usize,
-    class: BudgetClass,
-    /// The chain levels above this depth (root = 0) hold one rate token
-    /// for this permit (where they are rated): all of them after an
-    /// acquisition, only the common ancestors after a rebind (target-only
-    /// levels are reserved without a token), none once promoted.
-    token_levels: usize,
-    /// False once [`into_reserved`](Self::into_reserved) handed the
-    /// reservation to its caller: dropping then releases nothing.
-    held: bool,
-}
-
-impl fmt::Debug for ResourcePermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResourcePermit")
-            .field("path", &self.node.path)
-            .field("bytes", &self.bytes)
-            .field("class", &self.class)
-            .finish()
-    }
-}
-
-impl ResourcePermit {
-    /// Gives up the permit without releasing: the caller now owns its
-    /// reservation (one count and the returned bytes of the returned class
-    /// on this permit's chain) and must give it back with
-    /// [`Node::release`] on that chain.
-    pub(crate) fn into_reserved(mut self) -> (usize, BudgetClass) {
-        self.held = false;
-        (self.bytes, self.class)
-    }
-
-    /// Whether this permit belongs to `node`'s tree.
-    pub(crate) fn is_in_tree_of(&self, node: &Node) -> bool {
-        self.node.tree.id == node.tree.id
-    }
-
-    /// Takes ownership of one reservation made with [`Node::reserve`].
-    #[inline]
-    pub(crate) fn from_reserved(node: Arc<Node>, bytes: usize, class: BudgetClass) -> Self {
-        let token_levels = node.depth + 1;
-        Self {
-            node,
-            bytes,
-            class,
-            token_levels,
-            held: true,
-        }
-    }
-
-    /// The bytes this permit holds.
-    pub const fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// The permit's class.
-    pub const fn class(&self) -> BudgetClass {
-        self.class
-    }
-
-    /// The budget the permit is charged to.
-    pub fn budget(&self) -> ResourceBudget {
-        ResourceBudget {
-            node: Arc::clone(&self.node),
-        }
-    }
-
-    /// Changes the bytes this permit holds. Growth reserves only the delta
-    /// at every level (no count, no rate token) and is refused by a closed
-    /// budget; shrinking always succeeds.
-    ///
-    /// # Errors
-    ///
-    /// A [`BudgetRejection`]; the permit is unchanged.
-    pub fn try_resize(&mut self, bytes: usize) -> Result<(), BudgetRejection> {
-        let node = &*self.node;
-        if bytes <= self.bytes {
-            let shrink = self.bytes - bytes;
-            node.release_chain(0, shrink, self.class, None);
-            self.bytes = bytes;
-            node.tree.notify_released();
-            return Ok(());
-        }
-        if let Some(closed) = node.closed_level() {
-            return Err(node.rejection(closed, BudgetRejectionReason::Closed));
-        }
-        let delta = bytes - self.bytes;
-        if let Err((at, dimension)) = node.reserve_chain(0, delta, self.class, false, None) {
-            node.tree.notify_released();
-            return Err(node.refused(at, dimension));
-        }
-        // Again after reserving, as an acquisition does: growth racing a
-        // close is either before it (and charged) or refused.
-        crate::loom::seq_cst_handshake();
-        if let Some(closed) = node.closed_level() {
-            let rejection = node.rejection(closed, BudgetRejectionReason::Closed);
-            node.roll_back_chain(0, delta, self.class, false, None);
-            node.tree.notify_released();
-            return Err(rejection);
-        }
-        self.bytes = bytes;
-        Ok(())
-    }
-
-    /// Turns a data permit into a control permit without changing its
-    /// totals; the data-class share it held is freed and the rate token it
-    /// took is given back at every rated level.
-    pub fn promote_to_control(&mut self) {
-        if self.class == BudgetClass::Control {
-            return;
-        }
-        for node in self.node.ancestors() {
-            if let Some(data) = &node.data_usage {
-                data.sub(1, self.bytes);
-            }
-            if node.depth < self.token_levels {
-                node.restore_token();
-            }
-        }
-        self.token_levels = 0;
-        self.class = BudgetClass::Control;
-        self.node.tree.notify_released();
-    }
-
-    /// Moves the charge to `target` in the same tree: reservations of the
-    /// common ancestors stay, target-only levels are reserved first, then
-    /// source-only levels are released.
-    ///
-    /// The whole target chain is checked, the permit's own budget
-    /// included: a closed target (or a target under a closed dynamic key)
-    /// answers `Rejected` with a closed rejection, even when it is the
-    /// budget the permit is already charged to. An open same-budget target
-    /// answers `Unchanged`.
-    ///
-    /// # Errors
-    ///
-    /// `PermitTargetInDifferentTree` for a budget of another tree (the
-    /// permit is unchanged).
-    pub fn try_rebind(
-        &mut self,
-        target: &ResourceBudget,
-    ) -> Result<PermitRebindOutcome, RuntimeContractViolation> {
-        if !self.is_in_tree_of(&target.node) {
-            return Err(RuntimeContractViolation::PermitTargetInDifferentTree);
-        }
-        Ok(self.rebind_in_tree(&target.node))
-    }
-
-    /// [`try_rebind`](Self::try_rebind) to a level of this permit's own
-    /// tree (the caller checked the tree).
-    pub(crate) fn rebind_in_tree(&mut self, target_node: &Arc<Node>) -> PermitRebindOutcome {
-        let source = &self.node;
-        if let Some(closed) = target_node.closed_level() {
-            return PermitRebindOutcome::Rejected(
-                target_node.rejection(closed, BudgetRejectionReason::Closed),
-            );
-        }
-        if Arc::ptr_eq(source, target_node) {
-            return PermitRebindOutcome::Unchanged;
-        }
-        let common = common_ancestor(source, target_node);
-        // Nothing to reserve when the target is an ancestor of the source.
-        let target_is_common = common.is_some_and(|common| std::ptr::eq(common, &**target_node));
-        if !target_is_common {
-            if let Err((at, dimension)) =
-                target_node.reserve_chain(1, self.bytes, self.class, false, common)
-            {
-                target_node.tree.notify_released();
-                return PermitRebindOutcome::Rejected(target_node.refused(at, dimension));
-            }
-            // Again after reserving, as an acquisition does: a rebind racing
-            // the target's close is either before it or refused.
-            crate::loom::seq_cst_handshake();
-            if let Some(closed) = target_node.closed_level() {
-                let rejection = target_node.rejection(closed, BudgetRejectionReason::Closed);
-                target_node.roll_back_chain(1, self.bytes, self.class, false, common);
-                target_node.tree.notify_released();
-                return PermitRebindOutcome::Rejected(rejection);
-            }
-        }
-        source.release_chain(1, self.bytes, self.class, common);
-        source.tree.notify_released();
-        // Only the common ancestors keep a token for this permit.
-        let common_levels = common.map_or(0, |common| common.depth + 1);
-        self.token_levels = self.token_levels.min(common_levels);
-        self.node = Arc::clone(target_node);
-        PermitRebindOutcome::Rebound
-    }
-}
-
-/// The deepest level both chains share (same tree).
-fn common_ancestor<'a>(a: &'a Node, b: &'a Node) -> Option<&'a Node> {
-    let (mut a, mut b) = (Some(a), Some(b));
-    while let (Some(x), Some(y)) = (a, b) {
-        if std::ptr::eq(x, y) {
-            return Some(x);
-        }
-        if x.depth >= y.depth {
-            a = x.parent.as_deref();
-        } else {
-            b = y.parent.as_deref();
-        }
-    }
-    None
-}
-
-impl Drop for ResourcePermit {
-    #[inline]
-    fn drop(&mut self) {
-        if self.held {
-            self.node.release(1, self.bytes, self.class);
-        }
+            None,
+            tree,
+            None,
+        )))
     }
 }

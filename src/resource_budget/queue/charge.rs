@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 
 use super::Entry;
 use crate::loom::Arc;
-use crate::resource_budget::tree::{Node, ResourcePermit};
+use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetRejection, PermitRebindOutcome};
+use crate::resource_budget::ResourcePermit;
 
 /// What pays for a pushed item.
 pub(super) enum Charge {

@@ -5,8 +5,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::loom::Arc;
-use crate::resource_budget::tree::ResourcePermit;
 use crate::resource_budget::types::BudgetRejection;
+use crate::resource_budget::ResourcePermit;
 
 /// The answer to a push.
 #[derive(Debug)]

@@ -1,0 +1,242 @@
+//! The actor's shared state and its admission: every decision under one
+//! lock (`ActorState`), at most one generation in flight and one queued per
+//! resource, coalescing with the payload charge resized, bounded waiters.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+
+/// A waiting receipt.
+#[derive(Debug)]
+pub(super) struct Waiter {
+    pub(super) generation: MetadataGeneration,
+    pub(super) sender: oneshot::Sender<MetadataIoCommitOutcome>,
+}
+
+/// A queued generation with its payload charge.
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) request: MetadataWriteRequest,
+    pub(super) permit: ResourcePermit,
+}
+
+#[derive(Debug)]
+pub(super) struct Resource {
+    pub(super) target: Arc<Path>,
+    pub(super) durable: Option<MetadataGeneration>,
+    pub(super) in_flight: Option<(MetadataGeneration, usize)>,
+    pub(super) queued: Option<Queued>,
+    pub(super) waiters: Vec<Waiter>,
+    pub(super) fenced: bool,
+    pub(super) listed: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct ActorState {
+    pub(super) resources: BTreeMap<Arc<str>, Resource>,
+    pub(super) ready: VecDeque<Arc<str>>,
+    pub(super) writing: usize,
+    pub(super) pending_operations: usize,
+    pub(super) pending_bytes: usize,
+    pub(super) waiters: usize,
+}
+
+pub(super) struct ActorShared {
+    pub(super) id: u64,
+    pub(super) config: MetadataIoConfig,
+    pub(super) max_concurrent: usize,
+    pub(super) max_waiters: usize,
+    pub(super) lane: BlockingExecutor,
+    pub(super) file_system: Arc<dyn MetadataFileSystem>,
+    pub(super) budget: ResourceBudget,
+    pub(super) resources: RuntimeResources,
+    pub(super) group: TaskGroup,
+    pub(super) state: Mutex<ActorState>,
+    pub(super) wake: Notify,
+    pub(super) finished: Notify,
+    pub(super) accepting: AtomicBool,
+    /// Set once the coordinator has ended and no write is in flight: the
+    /// targets are released then (see [`ActorShared::finish`]).
+    pub(super) coordinator_done: AtomicBool,
+    /// The coordinator's future is gone (ended or aborted); set under the
+    /// state lock.
+    pub(super) coordinator_gone: AtomicBool,
+    /// The targets were released (once).
+    pub(super) released: AtomicBool,
+}
+
+impl fmt::Debug for ActorShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetadataIoActor")
+            .field("id", &self.id)
+            .field("accepting", &self.accepting.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActorShared {
+    pub(super) fn submit(
+        self: &Arc<Self>,
+        request: MetadataWriteRequest,
+        deadline: MetadataDeadline,
+    ) -> RuntimeResult<MetadataIoAdmissionOutcome> {
+        if deadline.is_expired() {
+            return Err(RuntimeError::timed_out(
+                RuntimeOperation::AdmitMetadataSnapshot,
+            ));
+        }
+        if !self.accepting.load(Ordering::SeqCst) || self.group.cancellation_token().is_cancelled()
+        {
+            return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
+        }
+        let name = Arc::clone(&request.resource);
+        let mut guard = self.state.lock();
+        // Again under the lock: the coordinator decides it is finished
+        // under this lock, so nothing is admitted after that decision.
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
+        }
+        let state = &mut *guard;
+        // Target ownership: one resource per target per owner. A resource
+        // may move to another target only while it has no pending work
+        // (invariant 98); its old target keeps its history.
+        let moving = match state.resources.get(&request.resource) {
+            Some(existing)
+                if crate::resources::normalize(&existing.target)
+                    != crate::resources::normalize(&request.target) =>
+            {
+                if existing.in_flight.is_some() || existing.queued.is_some() {
+                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
+                }
+                Some(Arc::clone(&existing.target))
+            }
+            Some(_) => None,
+            None => {
+                if state.resources.len() >= self.resources.metadata_target_capacity() {
+                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+                }
+                None
+            }
+        };
+        if moving.is_some() || !state.resources.contains_key(&request.resource) {
+            if state.resources.len() >= self.resources.metadata_target_capacity() {
+                return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+            }
+            match self
+                .resources
+                .claim_metadata_target(&request.target, &request.resource, self.id)
+            {
+                Ok((durable, fenced)) => {
+                    if let Some(old_target) = &moving {
+                        self.resources.release_metadata_target(old_target, self.id);
+                    }
+                    state.resources.insert(
+                        Arc::clone(&request.resource),
+                        Resource {
+                            target: Arc::clone(&request.target),
+                            durable,
+                            in_flight: None,
+                            queued: None,
+                            waiters: Vec::new(),
+                            fenced,
+                            listed: false,
+                        },
+                    );
+                }
+                Err(TargetClaimRefusal::Conflict) => {
+                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
+                }
+                Err(TargetClaimRefusal::Full) => {
+                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation))
+                }
+            }
+        }
+        let Some(resource) = state.resources.get_mut(&request.resource) else {
+            return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
+        };
+        let generation = request.generation;
+        if let Some(durable) = resource.durable.filter(|durable| generation <= *durable) {
+            return Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
+                generation,
+                outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
+            }));
+        }
+        if resource.fenced {
+            return Err(RuntimeError::context_unavailable(
+                RuntimeOperation::MetadataResourceTarget,
+            ));
+        }
+        if state.waiters >= self.max_waiters || resource.waiters.len() >= self.max_waiters {
+            return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+        }
+        let covered = resource
+            .in_flight
+            .is_some_and(|(in_flight, _)| generation <= in_flight)
+            || resource
+                .queued
+                .as_ref()
+                .is_some_and(|queued| generation <= queued.request.generation);
+        if !covered {
+            let len = request.len();
+            match resource.queued.as_mut() {
+                Some(queued) => {
+                    // Coalesce: replace the queued snapshot; grow the charge
+                    // by the delta only, shrink after dropping the old one.
+                    let old = queued.request.len();
+                    if len > old {
+                        if state.pending_bytes + (len - old) > self.config.max_pending_bytes {
+                            return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                        }
+                        if queued.permit.try_resize(len).is_err() {
+                            return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                        }
+                        queued.request = request;
+                        state.pending_bytes += len - old;
+                    } else {
+                        queued.request = request;
+                        let _ = queued.permit.try_resize(len);
+                        state.pending_bytes -= old - len;
+                    }
+                }
+                None => {
+                    if state.pending_operations >= self.config.max_pending_operations {
+                        return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+                    }
+                    if state.pending_bytes + len > self.config.max_pending_bytes {
+                        return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                    }
+                    let Ok(permit) = self.budget.try_acquire_data(len) else {
+                        return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                    };
+                    resource.queued = Some(Queued { request, permit });
+                    state.pending_operations += 1;
+                    state.pending_bytes += len;
+                    if resource.in_flight.is_none() && !resource.listed {
+                        resource.listed = true;
+                        let name = resource
+                            .queued
+                            .as_ref()
+                            .map(|queued| Arc::clone(&queued.request.resource));
+                        state.ready.extend(name);
+                    }
+                }
+            }
+        }
+        let (sender, receiver) = oneshot::channel();
+        resource.waiters.push(Waiter { generation, sender });
+        state.waiters += 1;
+        let _ = &name;
+        drop(guard);
+        // Start the write from here when a slot is free (no coordinator
+        // hop); the coordinator only watches for the end.
+        self.start_writes();
+        self.wake.notify_one();
+        Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
+            generation,
+            outcome: ReceiptOutcome::Pending(receiver),
+        }))
+    }
+}

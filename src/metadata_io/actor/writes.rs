@@ -1,0 +1,371 @@
+//! The coordinator and the writes it starts: fair scheduling on the
+//! metadata lane, completion (generations, waiters, fencing, budget), and
+//! the claims that keep a target registered until the real write exits.
+
+use std::sync::Arc;
+
+use super::*;
+
+impl ActorShared {
+    /// The coordinator: starts writes while slots are free, until
+    /// admission is stopped and nothing is left.
+    pub(super) async fn coordinate(self: Arc<Self>) {
+        let cancelled = self.group.cancellation_token();
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if cancelled.is_cancelled() {
+                // Owner cancellation stops admission; accepted work drains.
+                self.accepting.store(false, Ordering::SeqCst);
+            }
+            let done = self.start_writes();
+            if done {
+                break;
+            }
+            tokio::select! {
+                () = &mut woken => {}
+                () = cancelled.cancelled(), if !cancelled.is_cancelled() => {}
+            }
+        }
+    }
+
+    /// Starts the ready writes that fit; true when the actor is finished.
+    pub(super) fn start_writes(self: &Arc<Self>) -> bool {
+        let mut starting = Vec::new();
+        let finished = {
+            let mut guard = self.state.lock();
+            let state = &mut *guard;
+            while state.writing < self.max_concurrent {
+                let Some(name) = state.ready.pop_front() else {
+                    break;
+                };
+                let Some(resource) = state.resources.get_mut(&name) else {
+                    continue;
+                };
+                resource.listed = false;
+                let Some(queued) = resource.queued.take() else {
+                    continue;
+                };
+                resource.in_flight = Some((queued.request.generation, queued.request.len()));
+                state.writing += 1;
+                starting.push(queued);
+            }
+            !self.accepting.load(Ordering::SeqCst)
+                && state.writing == 0
+                && state
+                    .resources
+                    .values()
+                    .all(|resource| resource.queued.is_none())
+        };
+        // Spawned after the lock is released: a refused spawn completes
+        // the write at once, which takes the lock again.
+        for Queued { request, permit } in starting {
+            self.spawn_write(request, permit);
+        }
+        finished
+    }
+
+    /// Runs one write on the lane. The closure owns the payload and its
+    /// permit, releases them when the write ends and settles the write
+    /// itself (no hop back to a task). It starts directly when a lane slot
+    /// is free; otherwise a writer task queues it on the lane. A closure
+    /// that never runs (refused, or discarded by Tokio) settles the write
+    /// as failed from its drop guard; a claim flag makes exactly one side
+    /// report.
+    pub(super) fn spawn_write(
+        self: &Arc<Self>,
+        request: MetadataWriteRequest,
+        permit: ResourcePermit,
+    ) {
+        let generation = request.generation;
+        let claim = WriteClaim {
+            state: Arc::new(AtomicU8::new(CLAIM_PENDING)),
+            shared: Arc::clone(self),
+            name: Arc::clone(&request.resource),
+            generation,
+        };
+        let abandon = claim.clone_handle();
+        // Settles on drop unless a writer task takes over (it then reports
+        // the lane's own error).
+        let deferred = Arc::new(AtomicBool::new(false));
+        let guard = ClosureClaim {
+            claim: Some(claim),
+            deferred: Arc::clone(&deferred),
+        };
+        let work = move || {
+            let mut guard = guard;
+            let Some(claim) = guard.claim.take() else {
+                return;
+            };
+            if !claim.try_claim() {
+                return;
+            }
+            let file_system = Arc::clone(&claim.shared.file_system);
+            let persisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                file_system.persist_atomic(&request.target, &request.bytes)
+            }));
+            drop(request);
+            drop(permit);
+            let outcome = match persisted {
+                Ok(Ok(())) => MetadataIoCommitOutcome::Durable(generation),
+                Ok(Err(error)) if error.operation() == RuntimeOperation::MetadataSyncParent => {
+                    MetadataIoCommitOutcome::CommitOutcomeUnknown(error)
+                }
+                Ok(Err(error)) => MetadataIoCommitOutcome::FailedBeforeCommit(error),
+                // A panicking file system fails the write; nothing is published.
+                Err(_) => MetadataIoCommitOutcome::FailedBeforeCommit(
+                    RuntimeError::internal_failure(RuntimeOperation::RunBlockingTask),
+                ),
+            };
+            claim.shared.complete(&claim.name, generation, outcome);
+        };
+        let work = match self
+            .lane
+            .try_start_detached(Arc::from("metadata-write"), work)
+        {
+            Ok(()) => return,
+            Err(work) => work,
+        };
+        deferred.store(true, Ordering::SeqCst);
+        let lane = self.lane.clone();
+        let writer_claim = WriterClaim(abandon);
+        let refused = writer_claim.0.clone_handle();
+        let writer = async move {
+            let writer_claim = writer_claim;
+            let far = ShutdownDeadline::after(Duration::from_secs(86_400 * 365));
+            if let Err(error) = lane.spawn_io_until("metadata-write", far, work).await {
+                // Refused before it started (or the caller stopped waiting
+                // while it runs: then the closure has claimed the write).
+                writer_claim.0.abandon(error);
+            }
+        };
+        if let Err(error) = self
+            .group
+            .spawn("metadata-io-write", TaskKind::Worker, writer)
+        {
+            tracing::warn!(%error, "metadata write not started");
+            refused.abandon(error);
+        }
+    }
+
+    /// Settles a finished write: resolves every waiter it covers, advances
+    /// or fences, and re-lists the resource behind newer arrivals.
+    pub(super) fn complete(
+        self: &Arc<Self>,
+        name: &Arc<str>,
+        generation: MetadataGeneration,
+        outcome: MetadataIoCommitOutcome,
+    ) {
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        state.writing -= 1;
+        // The coordinator is gone and this was the last write: the targets
+        // can be released now (after the lock).
+        let last = state.writing == 0 && self.coordinator_gone.load(Ordering::SeqCst);
+        let Some(resource) = state.resources.get_mut(name) else {
+            drop(guard);
+            if last {
+                self.finish();
+            }
+            return;
+        };
+        if let Some((_, bytes)) = resource.in_flight.take() {
+            state.pending_operations -= 1;
+            state.pending_bytes -= bytes;
+        }
+        match &outcome {
+            MetadataIoCommitOutcome::Durable(durable) => {
+                resource.durable = Some(resource.durable.map_or(*durable, |old| old.max(*durable)));
+                self.resources
+                    .record_metadata_durable(&resource.target, *durable);
+            }
+            MetadataIoCommitOutcome::CommitOutcomeUnknown(_) => {
+                resource.fenced = true;
+                self.resources.fence_metadata_target(&resource.target);
+            }
+            MetadataIoCommitOutcome::FailedBeforeCommit(_) => {}
+        }
+        let (covered, waiting): (Vec<_>, Vec<_>) = resource
+            .waiters
+            .drain(..)
+            .partition(|waiter| waiter.generation <= generation);
+        resource.waiters = waiting;
+        state.waiters -= covered.len();
+        if resource.fenced {
+            // Nothing more is written to a fenced target.
+            if let Some(queued) = resource.queued.take() {
+                state.pending_operations -= 1;
+                state.pending_bytes -= queued.request.len();
+            }
+            state.waiters -= resource.waiters.len();
+            for waiter in resource.waiters.drain(..) {
+                let _ = waiter
+                    .sender
+                    .send(MetadataIoCommitOutcome::FailedBeforeCommit(
+                        RuntimeError::context_unavailable(RuntimeOperation::MetadataResourceTarget),
+                    ));
+            }
+        } else if resource.queued.is_some() && !resource.listed {
+            resource.listed = true;
+            state.ready.push_back(Arc::clone(name));
+        }
+        drop(guard);
+        for waiter in covered {
+            let _ = waiter.sender.send(outcome.clone());
+        }
+        if last {
+            self.finish();
+        }
+        // The coordinator starts the next writes: a completion may run on
+        // a blocking thread that still holds its lane slot, or inside a
+        // refusal, so it never starts writes itself.
+        self.wake.notify_one();
+    }
+
+    /// Releases the actor's targets and reports it finished, once: when the
+    /// coordinator is gone *and* no write is in flight (a write still on a
+    /// blocking thread keeps its target, so no other actor of the owner can
+    /// write an older generation over a newer one).
+    pub(super) fn finish(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            self.resources.release_metadata_writer(self.id);
+            self.coordinator_done.store(true, Ordering::SeqCst);
+            self.finished.notify_waiters();
+        }
+    }
+}
+
+/// Runs however the coordinator ends (also when its task is aborted):
+/// nothing more is admitted or started; queued generations are dropped
+/// (their permits go back) and the waiters no in-flight write covers are
+/// closed (`Closed(MetadataWorkerStopped)`), instead of waiting for their
+/// own deadlines. The targets are released once the in-flight writes end.
+pub(super) struct CoordinatorExit(pub(super) Arc<ActorShared>);
+
+impl Drop for CoordinatorExit {
+    fn drop(&mut self) {
+        let shared = &self.0;
+        shared.accepting.store(false, Ordering::SeqCst);
+        let mut dropped = Vec::new();
+        let mut closed = Vec::new();
+        let idle = {
+            let mut guard = shared.state.lock();
+            let state = &mut *guard;
+            for resource in state.resources.values_mut() {
+                resource.listed = false;
+                if let Some(queued) = resource.queued.take() {
+                    state.pending_operations -= 1;
+                    state.pending_bytes -= queued.request.len();
+                    dropped.push(queued);
+                }
+                let in_flight = resource.in_flight.map(|(generation, _)| generation);
+                let (covered, uncovered): (Vec<_>, Vec<_>) =
+                    resource.waiters.drain(..).partition(|waiter| {
+                        in_flight.is_some_and(|generation| waiter.generation <= generation)
+                    });
+                resource.waiters = covered;
+                state.waiters -= uncovered.len();
+                closed.extend(uncovered);
+            }
+            state.ready.clear();
+            shared.coordinator_gone.store(true, Ordering::SeqCst);
+            state.writing == 0
+        };
+        // Permits and waiter senders go after the lock (a dropped sender
+        // tells its receipt the worker stopped).
+        drop(dropped);
+        drop(closed);
+        if idle {
+            shared.finish();
+        }
+    }
+}
+
+pub(super) const CLAIM_PENDING: u8 = 0;
+pub(super) const CLAIM_TAKEN: u8 = 1;
+pub(super) const CLAIM_ABANDONED: u8 = 2;
+
+/// Decides, exactly once, who settles a write: its closure when it runs,
+/// otherwise whoever sees it refused or dropped.
+pub(super) struct WriteClaim {
+    pub(super) state: Arc<AtomicU8>,
+    pub(super) shared: Arc<ActorShared>,
+    pub(super) name: Arc<str>,
+    pub(super) generation: MetadataGeneration,
+}
+
+impl WriteClaim {
+    pub(super) fn clone_handle(&self) -> Self {
+        Self {
+            state: Arc::clone(&self.state),
+            shared: Arc::clone(&self.shared),
+            name: Arc::clone(&self.name),
+            generation: self.generation,
+        }
+    }
+
+    /// Claims the write for the running closure (false: already settled).
+    pub(super) fn try_claim(&self) -> bool {
+        self.state
+            .compare_exchange(
+                CLAIM_PENDING,
+                CLAIM_TAKEN,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Settles the write as failed if nobody claimed it yet.
+    pub(super) fn abandon(&self, error: RuntimeError) {
+        if self
+            .state
+            .compare_exchange(
+                CLAIM_PENDING,
+                CLAIM_ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            self.shared.complete(
+                &self.name,
+                self.generation,
+                MetadataIoCommitOutcome::FailedBeforeCommit(error),
+            );
+        }
+    }
+}
+
+/// The closure's claim: a closure dropped without running (Tokio
+/// discarding it) still settles its write, unless a writer task took over
+/// (`deferred`), which reports the lane's error instead.
+pub(super) struct ClosureClaim {
+    pub(super) claim: Option<WriteClaim>,
+    pub(super) deferred: Arc<AtomicBool>,
+}
+
+impl Drop for ClosureClaim {
+    fn drop(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            if !self.deferred.load(Ordering::SeqCst) {
+                claim.abandon(RuntimeError::closed(
+                    RuntimeOperation::MetadataWorkerStopped,
+                ));
+            }
+        }
+    }
+}
+
+/// The writer task's claim: settles the write if the task ends (or is
+/// aborted) without the closure having claimed it.
+pub(super) struct WriterClaim(WriteClaim);
+
+impl Drop for WriterClaim {
+    fn drop(&mut self) {
+        self.0.abandon(RuntimeError::closed(
+            RuntimeOperation::MetadataWorkerStopped,
+        ));
+    }
+}

@@ -20,299 +20,25 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::environment::{
-    self, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
-    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
-};
-use crate::error::{RuntimeContractPolicy, RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 #[cfg(not(loom))]
 use crate::loom::Ordering;
 use crate::loom::{AtomicBool, Mutex};
 use crate::ShutdownDeadline;
 
+mod config;
+mod types;
+
+pub use config::{DrainRequestMethods, ServiceLifecycleConfig};
+pub use types::{
+    CriticalFailureRecovery, DependencyReadiness, ServiceLifecycleObserver, ServiceLifecycleState,
+    ServiceLifecycleTransition, ShutdownReason, ShutdownRequest,
+};
+
 /// The default shutdown timeout.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
 /// The default age after which missing progress makes a service not live.
 pub const DEFAULT_LIVENESS_STALE_AFTER: Duration = Duration::from_secs(30);
-
-/// The lifecycle state of a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServiceLifecycleState {
-    /// Not ready yet.
-    Starting,
-    /// Serving.
-    Ready,
-    /// Shutting down.
-    Draining,
-    /// Stopped.
-    Stopped,
-    /// Failed.
-    Failed,
-}
-
-impl ServiceLifecycleState {
-    /// The lowercase label.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::Ready => "ready",
-            Self::Draining => "draining",
-            Self::Stopped => "stopped",
-            Self::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for ServiceLifecycleState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why a shutdown was requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ShutdownReason {
-    /// A pre-stop hook or drain request (`/drainz`).
-    PreStop,
-    /// SIGTERM or SIGINT.
-    Signal,
-    /// The service itself (an API call, a critical failure).
-    Internal,
-}
-
-impl ShutdownReason {
-    /// The snake-case label (`pre_stop`, `signal`, `internal`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::PreStop => "pre_stop",
-            Self::Signal => "signal",
-            Self::Internal => "internal",
-        }
-    }
-}
-
-/// The first shutdown request: its reason and its frozen deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShutdownRequest {
-    /// Why.
-    pub reason: ShutdownReason,
-    /// `request time + shutdown_timeout`, frozen.
-    pub deadline: ShutdownDeadline,
-}
-
-/// Readiness of the service's dependencies, published separately.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum DependencyReadiness {
-    /// Dependencies are ready.
-    #[default]
-    Ready,
-    /// A dependency is degraded: the service is not ready.
-    Degraded,
-}
-
-/// Which HTTP methods `/drainz` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum DrainRequestMethods {
-    /// `POST` only (default): a `GET` is answered `405` with `Allow: POST`.
-    #[default]
-    PostOnly,
-    /// `GET` or `POST`.
-    GetOrPost,
-}
-
-impl DrainRequestMethods {
-    /// Parses a comma list (case-insensitive, trimmed, no duplicates) that
-    /// must contain `POST`: `POST` or `GET,POST`.
-    pub fn parse(value: &str) -> Option<Self> {
-        let mut get = false;
-        let mut post = false;
-        for method in value.split(',').map(str::trim) {
-            let seen = match method.to_ascii_uppercase().as_str() {
-                "GET" => &mut get,
-                "POST" => &mut post,
-                _ => return None,
-            };
-            if std::mem::replace(seen, true) {
-                return None;
-            }
-        }
-        match (get, post) {
-            (false, true) => Some(Self::PostOnly),
-            (true, true) => Some(Self::GetOrPost),
-            _ => None,
-        }
-    }
-
-    /// Whether `method` may start a drain.
-    pub fn allows(self, method: &str) -> bool {
-        match self {
-            Self::PostOnly => method.eq_ignore_ascii_case("POST"),
-            Self::GetOrPost => {
-                method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("GET")
-            }
-        }
-    }
-
-    /// The `Allow` header of a refused drain request.
-    pub const fn allow_header(self) -> &'static str {
-        match self {
-            Self::PostOnly => "POST",
-            Self::GetOrPost => "GET, POST",
-        }
-    }
-}
-
-/// Configuration of a service lifecycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceLifecycleConfig {
-    /// The service's name.
-    pub service_name: Arc<str>,
-    /// Where the probe server listens (none: no server).
-    pub probe_bind_addr: Option<SocketAddr>,
-    /// Time from the first shutdown request to the frozen deadline.
-    pub shutdown_timeout: Duration,
-    /// Age of the last progress after which the service is not live.
-    pub liveness_stale_after: Duration,
-    /// Methods `/drainz` accepts.
-    pub drain_request_methods: DrainRequestMethods,
-}
-
-impl ServiceLifecycleConfig {
-    /// Defaults: no probe server, 45 s shutdown timeout, 30 s liveness.
-    pub fn new(service_name: impl Into<Arc<str>>) -> Self {
-        Self {
-            service_name: service_name.into(),
-            probe_bind_addr: None,
-            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
-            liveness_stale_after: DEFAULT_LIVENESS_STALE_AFTER,
-            drain_request_methods: DrainRequestMethods::PostOnly,
-        }
-    }
-
-    /// Reads the `ROCKETMQ_*` variables (see the constants) except
-    /// [`DRAIN_DELAY_SECONDS_ENV`], which [`ServiceLifecycle::from_env`]
-    /// reads. Unset variables keep their defaults; an empty
-    /// `ROCKETMQ_HEALTH_BIND_ADDR` means no probe server.
-    ///
-    /// # Errors
-    ///
-    /// Kind `Configuration` for a set variable whose value is refused (not
-    /// a number, out of range, not an address, not valid UTF-8, ...),
-    /// labelled with the variable's operation (`ServiceLifecycleDuration`,
-    /// `ServiceLifecycleDurationRange`, `ServiceLifecycleProbeAddress`,
-    /// `ServiceLifecycleDrainMethods`). Its
-    /// [`context`](RuntimeError::context) is an
-    /// [`EnvironmentViolation`](crate::EnvironmentViolation) naming the
-    /// variable, the value and what is accepted.
-    pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
-        Self::from_lookup(service_name, &environment::process_environment)
-    }
-
-    /// [`from_env`](Self::from_env) over any variable lookup (tests).
-    pub(crate) fn from_lookup(
-        service_name: impl Into<Arc<str>>,
-        lookup: &impl environment::Lookup,
-    ) -> RuntimeResult<Self> {
-        let mut config = Self::new(service_name);
-        // Empty: no probe server, as unset.
-        if let Some(address) = environment::parsed(
-            lookup,
-            HEALTH_BIND_ADDR_ENV,
-            RuntimeContractPolicy::ProbeBindAddressValid,
-            RuntimeOperation::ServiceLifecycleProbeAddress,
-            |text| match text {
-                "" => Some(None),
-                address => address.parse().ok().map(Some),
-            },
-        )? {
-            config.probe_bind_addr = address;
-        }
-        if let Some(timeout) = environment::seconds(
-            lookup,
-            SHUTDOWN_TIMEOUT_SECONDS_ENV,
-            1..=300,
-            RuntimeContractPolicy::ShutdownTimeoutSecondsInRange,
-        )? {
-            config.shutdown_timeout = timeout;
-        }
-        if let Some(stale) = environment::seconds(
-            lookup,
-            LIVENESS_STALE_SECONDS_ENV,
-            2..=300,
-            RuntimeContractPolicy::LivenessStaleSecondsInRange,
-        )? {
-            config.liveness_stale_after = stale;
-        }
-        if let Some(methods) = environment::parsed(
-            lookup,
-            HEALTH_DRAIN_METHODS_ENV,
-            RuntimeContractPolicy::DrainMethodsIncludePost,
-            RuntimeOperation::ServiceLifecycleDrainMethods,
-            DrainRequestMethods::parse,
-        )? {
-            config.drain_request_methods = methods;
-        }
-        Ok(config)
-    }
-}
-
-/// Reads [`DRAIN_DELAY_SECONDS_ENV`] through `lookup` (0 when unset): at
-/// most 300 s and shorter than `shutdown_timeout`, since the delay runs
-/// inside the frozen deadline and must leave time for the shutdown itself.
-pub(crate) fn drain_delay_from_lookup(
-    lookup: &impl environment::Lookup,
-    shutdown_timeout: Duration,
-) -> RuntimeResult<Duration> {
-    let Some(delay) = environment::seconds(
-        lookup,
-        DRAIN_DELAY_SECONDS_ENV,
-        0..=300,
-        RuntimeContractPolicy::DrainDelaySecondsInRange,
-    )?
-    else {
-        return Ok(Duration::ZERO);
-    };
-    if delay >= shutdown_timeout {
-        let raw = lookup(DRAIN_DELAY_SECONDS_ENV).unwrap_or_default();
-        return Err(environment::refused(
-            RuntimeOperation::ServiceLifecycleDurationRange,
-            DRAIN_DELAY_SECONDS_ENV,
-            &raw,
-            RuntimeContractPolicy::DrainDelayBelowShutdownTimeout,
-        ));
-    }
-    Ok(delay)
-}
-
-/// What a critical failure does to the service (readiness is always
-/// revoked first: dependencies become `Degraded`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CriticalFailureRecovery {
-    /// Only revoke readiness.
-    RevokeReadiness,
-    /// Revoke readiness and mark the service `Failed`.
-    FailService,
-    /// Revoke readiness, mark it `Failed` and request an `Internal` shutdown.
-    FailAndRequestShutdown,
-}
-
-/// A committed state change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServiceLifecycleTransition {
-    /// The previous state; `None` only for the initial `Starting` event.
-    pub from: Option<ServiceLifecycleState>,
-    /// The new state.
-    pub to: ServiceLifecycleState,
-}
-
-/// Receives committed transitions, after the lifecycle's lock is released.
-/// Callbacks must be short, non-blocking and panic-free.
-pub trait ServiceLifecycleObserver: fmt::Debug + Send + Sync {
-    /// One committed transition.
-    fn on_transition(&self, transition: ServiceLifecycleTransition);
-}
 
 #[derive(Debug)]
 struct LifecycleState {
@@ -411,28 +137,6 @@ impl ServiceLifecycle {
                 signals: tokio::sync::Mutex::new(None),
             }),
         }
-    }
-
-    /// [`new`](Self::new) with [`ServiceLifecycleConfig::from_env`], and
-    /// the drain delay of [`DRAIN_DELAY_SECONDS_ENV`] (see
-    /// [`with_drain_delay`](Self::with_drain_delay)).
-    ///
-    /// # Errors
-    ///
-    /// As [`ServiceLifecycleConfig::from_env`]; a drain delay above 300 s
-    /// or not shorter than the shutdown timeout is refused too.
-    pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {
-        Self::from_lookup(service_name, &environment::process_environment)
-    }
-
-    /// [`from_env`](Self::from_env) over any variable lookup (tests).
-    pub(crate) fn from_lookup(
-        service_name: impl Into<Arc<str>>,
-        lookup: &impl environment::Lookup,
-    ) -> RuntimeResult<Self> {
-        let config = ServiceLifecycleConfig::from_lookup(service_name, lookup)?;
-        let delay = drain_delay_from_lookup(lookup, config.shutdown_timeout)?;
-        Ok(Self::new(config).with_drain_delay(delay))
     }
 
     /// Sets how long an entrypoint keeps serving after the first shutdown
@@ -869,5 +573,3 @@ impl ServiceLifecycle {
 
 #[cfg(not(loom))]
 pub(crate) mod probe;
-#[cfg(all(test, not(loom)))]
-mod tests;

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use super::*;
+use crate::RuntimeError;
 
 /// A variable lookup over `vars` (the process environment is not read).
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {

@@ -9,6 +9,8 @@
 pub(crate) mod admission;
 mod diagnostics;
 mod executor;
+mod job;
+mod managed;
 mod policy;
 pub(crate) mod table;
 #[cfg(all(test, loom))]
@@ -16,5 +18,5 @@ mod tests;
 
 pub use diagnostics::*;
 pub use executor::BlockingExecutor;
-pub(crate) use executor::{ManagedBlocking, ScopedLanes};
+pub(crate) use managed::{ManagedBlocking, ScopedLanes};
 pub use policy::*;

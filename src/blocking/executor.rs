@@ -23,17 +23,16 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::blocking::admission::{Admission, AdmissionBudget, AdmissionPermit, LaneLimits};
-use crate::blocking::table::{BlockingTable, RecordGuard};
+use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
+use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
+use crate::blocking::table::BlockingTable;
 use crate::blocking::{
-    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingLanePolicies, BlockingPoolPolicy,
-    BlockingTaskState,
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingPoolPolicy, BlockingTaskState,
 };
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
@@ -45,113 +44,26 @@ use crate::ShutdownDeadline;
 /// Results larger than this travel boxed from the blocking thread.
 const INLINE_RESULT_LIMIT: usize = 16 * 1024;
 
-/// The managed lanes of one owner: one admission budget, one table per lane.
-#[derive(Debug)]
-pub(crate) struct ManagedBlocking {
-    policies: BlockingLanePolicies,
-    tables: [Arc<BlockingTable>; 3],
-}
-
-impl ManagedBlocking {
-    /// Lanes over `capacity` global slots; each lane reserves one slot.
-    pub(crate) fn new(capacity: usize, policies: BlockingLanePolicies) -> Arc<Self> {
-        let lane_policies = BlockingLane::ALL.map(|lane| lane_policy(&policies, lane).clone());
-        let limits = lane_policies.clone().map(|policy| LaneLimits {
-            ceiling: policy.max_concurrency,
-            reservation: 1,
-            max_queue_depth: policy.max_queue_depth,
-        });
-        let budget = AdmissionBudget::new(capacity, &limits);
-        let mut index = 0;
-        let tables = lane_policies.map(|policy| {
-            let table = BlockingTable::new(
-                &policy,
-                BlockingLane::ALL[index],
-                index,
-                Arc::clone(&budget),
-            );
-            index += 1;
-            table
-        });
-        Arc::new(Self { policies, tables })
-    }
-
-    /// The lane tables (registered with the tree for shutdown reports).
-    pub(crate) fn tables(&self) -> &[Arc<BlockingTable>; 3] {
-        &self.tables
-    }
-
-    /// An executor of `lane` scoped to `scope`.
-    pub(crate) fn executor(&self, lane: BlockingLane, scope: &TaskGroup) -> BlockingExecutor {
-        let index = lane_index(lane);
-        BlockingExecutor {
-            inner: Arc::new(ExecutorInner {
-                policy: lane_policy(&self.policies, lane).clone(),
-                table: Arc::clone(&self.tables[index]),
-                scope: scope.clone(),
-                handle: scope.runtime_handle().clone(),
-                isolated: None,
-            }),
-        }
-    }
-}
-
-/// The managed lane executors of one scope, created on first use and kept,
-/// so a context hands out `&BlockingExecutor` (clones of the context share
-/// the lanes created before the clone).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ScopedLanes {
-    lanes: [std::sync::OnceLock<BlockingExecutor>; 3],
-}
-
-impl ScopedLanes {
-    /// The executor of `lane` scoped to `scope`.
-    pub(crate) fn get(
-        &self,
-        managed: &ManagedBlocking,
-        lane: BlockingLane,
-        scope: &TaskGroup,
-    ) -> &BlockingExecutor {
-        self.lanes[lane_index(lane)].get_or_init(|| managed.executor(lane, scope))
-    }
-}
-
-fn lane_index(lane: BlockingLane) -> usize {
-    match lane {
-        BlockingLane::StorageIo => 0,
-        BlockingLane::MetadataIo => 1,
-        BlockingLane::CpuCrypto => 2,
-    }
-}
-
-fn lane_policy(policies: &BlockingLanePolicies, lane: BlockingLane) -> &BlockingPoolPolicy {
-    match lane {
-        BlockingLane::StorageIo => &policies.storage_io,
-        BlockingLane::MetadataIo => &policies.metadata_io,
-        BlockingLane::CpuCrypto => &policies.cpu_crypto,
-    }
-}
-
 /// What an isolated executor has that a managed lane does not.
 #[derive(Debug)]
-struct Isolated {
+pub(super) struct Isolated {
     /// Cancelled by `stop_admission` (shared by the executor's clones).
-    stopped: CancellationToken,
+    pub(super) stopped: CancellationToken,
 }
 
 #[derive(Debug)]
-struct ExecutorInner {
-    policy: BlockingPoolPolicy,
-    table: Arc<BlockingTable>,
-    scope: TaskGroup,
-    handle: Handle,
-    isolated: Option<Isolated>,
+pub(super) struct ExecutorInner {
+    pub(super) policy: BlockingPoolPolicy,
+    pub(super) table: Arc<BlockingTable>,
+    pub(super) scope: TaskGroup,
+    pub(super) handle: Handle,
+    pub(super) isolated: Option<Isolated>,
 }
 
 impl ExecutorInner {
     /// Whether new work is admitted: the scope is open and not cancelled,
     /// and an isolated executor was not stopped.
-    fn admits(&self) -> bool {
+    pub(super) fn admits(&self) -> bool {
         self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
             && !self.scope.cancellation_token().is_cancelled()
             && !self
@@ -210,7 +122,7 @@ impl ExecutorInner {
 /// ```
 #[derive(Clone)]
 pub struct BlockingExecutor {
-    inner: Arc<ExecutorInner>,
+    pub(super) inner: Arc<ExecutorInner>,
 }
 
 impl BlockingExecutor {
@@ -652,91 +564,5 @@ impl fmt::Debug for BlockingExecutor {
             .field("isolated", &self.inner.isolated.is_some())
             .field("scope", &self.inner.scope.name())
             .finish_non_exhaustive()
-    }
-}
-
-/// Marks the record `TimedOutStillRunning` when the caller stops waiting
-/// for a closure that may still run.
-struct Abandoned {
-    table: Arc<BlockingTable>,
-    id: u64,
-    armed: bool,
-}
-
-impl Drop for Abandoned {
-    fn drop(&mut self) {
-        if self.armed {
-            self.table
-                .mark(self.id, BlockingTaskState::TimedOutStillRunning);
-        }
-    }
-}
-
-/// What runs on the blocking thread: the closure, its admission permit and
-/// its record, dropped in that order whatever happens (return, panic, or
-/// Tokio discarding a closure that never started).
-struct BlockingJob<R> {
-    work: Option<Box<dyn FnOnce() -> R + Send>>,
-    permit: Option<AdmissionPermit>,
-    record: Option<RecordGuard>,
-    /// Checked when a Tokio blocking thread picks the job up (the pool may
-    /// queue it behind other work); `None` for detached closures.
-    start: Option<StartCheck>,
-}
-
-/// Why a job's closure did not start (see [`StartCheck`]).
-#[derive(Debug, Clone, Copy)]
-enum NotStarted {
-    /// The scope closed (or the executor stopped) first.
-    Closed,
-    /// The operation deadline passed first.
-    Expired,
-}
-
-/// Whether a job may still start: its scope admits work and its operation
-/// deadline has not passed (invariant 59: expired before start, the
-/// closure never runs).
-struct StartCheck {
-    inner: Arc<ExecutorInner>,
-    deadline: ShutdownDeadline,
-}
-
-impl<R> BlockingJob<R> {
-    /// Runs the closure, or says why it did not start when the start check
-    /// fails (the permit and the record go back either way).
-    fn run(mut self) -> Result<R, NotStarted> {
-        if let Some(start) = self.start.take() {
-            if !start.inner.admits() {
-                return Err(NotStarted::Closed);
-            }
-            if start.deadline.is_expired() {
-                return Err(NotStarted::Expired);
-            }
-            if let Some(record) = &self.record {
-                record.mark_started();
-            }
-        }
-        let work = self.work.take();
-        // The closure's captures are dropped when it returns (or unwinds).
-        let result = catch_unwind(AssertUnwindSafe(move || work.map(|work| work())));
-        drop(self);
-        match result {
-            Ok(Some(value)) => Ok(value),
-            Ok(None) => unreachable_job(),
-            Err(payload) => resume_unwind(payload),
-        }
-    }
-}
-
-/// A job runs its closure exactly once; `run` consumes the job.
-fn unreachable_job() -> ! {
-    resume_unwind(Box::new("blocking job ran twice"))
-}
-
-impl<R> Drop for BlockingJob<R> {
-    fn drop(&mut self) {
-        drop(self.work.take());
-        drop(self.permit.take());
-        drop(self.record.take());
     }
 }

@@ -1,0 +1,99 @@
+//! What runs on the blocking thread: the job that owns the closure, its
+//! admission permit and its record (dropped in that order whatever
+//! happens), the start check that keeps an expired or closed submission
+//! from running, and the guard that marks an abandoned record.
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+use crate::blocking::admission::AdmissionPermit;
+use crate::blocking::executor::ExecutorInner;
+use crate::blocking::table::{BlockingTable, RecordGuard};
+use crate::blocking::BlockingTaskState;
+use crate::loom::Arc;
+use crate::ShutdownDeadline;
+
+/// Marks the record `TimedOutStillRunning` when the caller stops waiting
+/// for a closure that may still run.
+pub(super) struct Abandoned {
+    pub(super) table: Arc<BlockingTable>,
+    pub(super) id: u64,
+    pub(super) armed: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if self.armed {
+            self.table
+                .mark(self.id, BlockingTaskState::TimedOutStillRunning);
+        }
+    }
+}
+
+/// What runs on the blocking thread: the closure, its admission permit and
+/// its record, dropped in that order whatever happens (return, panic, or
+/// Tokio discarding a closure that never started).
+pub(super) struct BlockingJob<R> {
+    pub(super) work: Option<Box<dyn FnOnce() -> R + Send>>,
+    pub(super) permit: Option<AdmissionPermit>,
+    pub(super) record: Option<RecordGuard>,
+    /// Checked when a Tokio blocking thread picks the job up (the pool may
+    /// queue it behind other work); `None` for detached closures.
+    pub(super) start: Option<StartCheck>,
+}
+
+/// Why a job's closure did not start (see [`StartCheck`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum NotStarted {
+    /// The scope closed (or the executor stopped) first.
+    Closed,
+    /// The operation deadline passed first.
+    Expired,
+}
+
+/// Whether a job may still start: its scope admits work and its operation
+/// deadline has not passed (invariant 59: expired before start, the
+/// closure never runs).
+pub(super) struct StartCheck {
+    pub(super) inner: Arc<ExecutorInner>,
+    pub(super) deadline: ShutdownDeadline,
+}
+
+impl<R> BlockingJob<R> {
+    /// Runs the closure, or says why it did not start when the start check
+    /// fails (the permit and the record go back either way).
+    pub(super) fn run(mut self) -> Result<R, NotStarted> {
+        if let Some(start) = self.start.take() {
+            if !start.inner.admits() {
+                return Err(NotStarted::Closed);
+            }
+            if start.deadline.is_expired() {
+                return Err(NotStarted::Expired);
+            }
+            if let Some(record) = &self.record {
+                record.mark_started();
+            }
+        }
+        let work = self.work.take();
+        // The closure's captures are dropped when it returns (or unwinds).
+        let result = catch_unwind(AssertUnwindSafe(move || work.map(|work| work())));
+        drop(self);
+        match result {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => unreachable_job(),
+            Err(payload) => resume_unwind(payload),
+        }
+    }
+}
+
+/// A job runs its closure exactly once; `run` consumes the job.
+pub(super) fn unreachable_job() -> ! {
+    resume_unwind(Box::new("blocking job ran twice"))
+}
+
+impl<R> Drop for BlockingJob<R> {
+    fn drop(&mut self) {
+        drop(self.work.take());
+        drop(self.permit.take());
+        drop(self.record.take());
+    }
+}

@@ -12,6 +12,7 @@ mod executor;
 mod job;
 mod managed;
 mod policy;
+mod scope;
 pub(crate) mod table;
 #[cfg(all(test, loom))]
 mod tests;

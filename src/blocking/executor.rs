@@ -24,12 +24,12 @@
 use std::fmt;
 use std::future::Future;
 
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
 use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
+use crate::blocking::scope::{ExecutorInner, Isolated};
 use crate::blocking::table::BlockingTable;
 use crate::blocking::{
     BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingPoolPolicy, BlockingTaskState,
@@ -37,55 +37,12 @@ use crate::blocking::{
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::shutdown_deadline::saturating_add;
-use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+use crate::task_group::TaskGroup;
 use crate::wait::notified_until;
 use crate::ShutdownDeadline;
 
 /// Results larger than this travel boxed from the blocking thread.
 const INLINE_RESULT_LIMIT: usize = 16 * 1024;
-
-/// What an isolated executor has that a managed lane does not.
-#[derive(Debug)]
-pub(super) struct Isolated {
-    /// Cancelled by `stop_admission` (shared by the executor's clones).
-    pub(super) stopped: CancellationToken,
-}
-
-#[derive(Debug)]
-pub(super) struct ExecutorInner {
-    pub(super) policy: BlockingPoolPolicy,
-    pub(super) table: Arc<BlockingTable>,
-    pub(super) scope: TaskGroup,
-    pub(super) handle: Handle,
-    pub(super) isolated: Option<Isolated>,
-}
-
-impl ExecutorInner {
-    /// Whether new work is admitted: the scope is open and not cancelled,
-    /// and an isolated executor was not stopped.
-    pub(super) fn admits(&self) -> bool {
-        self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
-            && !self.scope.cancellation_token().is_cancelled()
-            && !self
-                .isolated
-                .as_ref()
-                .is_some_and(|isolated| isolated.stopped.is_cancelled())
-    }
-
-    /// Resolves when new work is no longer admitted.
-    async fn closed(&self) {
-        let scope = self.scope.cancellation_token();
-        match &self.isolated {
-            Some(isolated) => {
-                tokio::select! {
-                    () = scope.cancelled() => {}
-                    () = isolated.stopped.cancelled() => {}
-                }
-            }
-            None => scope.cancelled().await,
-        }
-    }
-}
 
 /// A bounded path for blocking work that keeps its capacity until the
 /// closure exits.

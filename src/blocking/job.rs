@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::blocking::admission::AdmissionPermit;
-use crate::blocking::executor::ExecutorInner;
+use crate::blocking::scope::ExecutorInner;
 use crate::blocking::table::{BlockingTable, RecordGuard};
 use crate::blocking::BlockingTaskState;
 use crate::loom::Arc;

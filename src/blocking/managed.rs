@@ -3,7 +3,8 @@
 //! a scope gets for them.
 
 use crate::blocking::admission::{AdmissionBudget, LaneLimits};
-use crate::blocking::executor::{BlockingExecutor, ExecutorInner};
+use crate::blocking::executor::BlockingExecutor;
+use crate::blocking::scope::ExecutorInner;
 use crate::blocking::table::BlockingTable;
 use crate::blocking::{BlockingLane, BlockingLanePolicies, BlockingPoolPolicy};
 use crate::loom::Arc;

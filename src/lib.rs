@@ -92,9 +92,6 @@ pub use scheduled::{
     ScheduledTaskRegistrationOutcome, ScheduledTaskSnapshot,
 };
 pub use service_context::{ChildServiceContext, RootServiceContext, ScopeId};
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use service_lifecycle::probe::serve_probes_for_tests;
 pub use service_lifecycle::{
     CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
     ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,

@@ -19,8 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rocketmq_runtime::{
-    serve_probes_for_tests, RuntimeContext, ServiceLifecycle, ServiceLifecycleConfig,
-    ServiceLifecycleState, ShutdownReason,
+    RuntimeContext, ServiceLifecycle, ServiceLifecycleConfig, ServiceLifecycleState, ShutdownReason,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
@@ -100,21 +99,20 @@ struct Scenario {
     _context: RuntimeContext,
 }
 
-fn scenario(name: &'static str) -> Scenario {
+/// Starts a lifecycle with its probe server on 127.0.0.1:0 (through the
+/// public `start`, which spawns the server without polling it) and fills
+/// the descriptor table after one client connected.
+async fn scenario(name: &'static str) -> Scenario {
     let context = RuntimeContext::try_from_current(name).expect("inside Tokio");
-    let group = context.root_group().try_child("probes").expect("open");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    let mut config = ServiceLifecycleConfig::new("broker");
+    config.probe_bind_addr = Some("127.0.0.1:0".parse().expect("address"));
+    let lifecycle = ServiceLifecycle::new(config);
+    lifecycle
+        .start(&context.service_context("probes"))
+        .await
+        .expect("started");
     lifecycle.mark_ready().expect("ready");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("non-blocking");
-    let address = listener.local_addr().expect("address");
-    let listener = tokio::net::TcpListener::from_std(listener).expect("register");
-    group
-        .spawn_service(
-            "probe",
-            serve_probes_for_tests(listener, lifecycle.clone(), group.clone()),
-        )
-        .expect("spawn");
+    let address = lifecycle.probe_local_addr().expect("bound");
     // The kernel completes the handshake into the accept backlog.
     let mut client = std::net::TcpStream::connect(address).expect("connect");
     client
@@ -140,7 +138,7 @@ async fn accept_exhaustion_backs_off_and_recovers_and_a_lasting_one_fails_the_se
     let _capture = tracing::subscriber::set_default(Capture(Arc::clone(&warnings)));
 
     // Transient exhaustion: the server backs off, then serves the client.
-    let mut transient = scenario("probe-exhaustion-transient");
+    let mut transient = scenario("probe-exhaustion-transient").await;
     let warned = warnings.seen.notified();
     tokio::pin!(warned);
     warned.as_mut().enable();
@@ -165,7 +163,7 @@ async fn accept_exhaustion_backs_off_and_recovers_and_a_lasting_one_fails_the_se
 
     // Lasting exhaustion: after its retries the server gives up, fails the
     // service and requests an Internal shutdown.
-    let lasting = scenario("probe-exhaustion-lasting");
+    let lasting = scenario("probe-exhaustion-lasting").await;
     let request = tokio::time::timeout(
         Duration::from_secs(600),
         lasting.lifecycle.wait_for_shutdown(),

@@ -368,3 +368,6 @@ fn resource_snapshot(name: &Arc<str>, resource: &Resource) -> MetadataIoResource
 fn capacity(operation: RuntimeOperation) -> RuntimeError {
     RuntimeError::capacity(operation)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

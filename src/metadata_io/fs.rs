@@ -21,7 +21,7 @@
 //! classify it as "commit outcome unknown" rather than "failed before commit".
 //!
 //! The steps run behind the crate-private [`PersistSteps`] trait, so the
-//! fault injector ([`FaultInjectingFileSystem`]) exercises the very same
+//! crate's test-only fault injector (`fs/fault.rs`) exercises the very same
 //! protocol code ([`persist_with`]) and the very same real filesystem calls,
 //! failing only the step it was told to fail.
 
@@ -32,7 +32,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use crate::loom::{Mutex, StatCounter, StaticAtomicU64};
+use crate::loom::StaticAtomicU64;
 use crate::{RuntimeError, RuntimeOperation, RuntimeResult};
 
 /// One step of an atomic metadata write, in execution order.
@@ -71,6 +71,7 @@ pub enum MetadataIoOperation {
 
 impl MetadataIoOperation {
     /// Every step, in execution order (removal last).
+    #[cfg(all(test, not(loom)))]
     pub(crate) const ALL: [Self; 7] = [
         Self::CreateParent,
         Self::CreateTemporary,
@@ -96,7 +97,8 @@ impl MetadataIoOperation {
     }
 
     /// Position in [`ALL`](Self::ALL).
-    const fn index(self) -> usize {
+    #[cfg(all(test, not(loom)))]
+    pub(crate) const fn index(self) -> usize {
         self as usize
     }
 
@@ -225,7 +227,7 @@ const MAX_TEMPORARY_STEM_BYTES: usize = 128;
 ///
 /// [`persist_with`] owns the protocol (order, error labels, cleanup); an
 /// implementation only performs single steps. [`LocalMetadataFileSystem`]
-/// performs the real calls; [`FaultInjectingFileSystem`] and unit-test
+/// performs the real calls; the test-only fault injector and unit-test
 /// wrappers delegate to it and replace selected steps.
 pub(crate) trait PersistSteps {
     /// The temporary file name to use for a target named `file_name` in
@@ -419,159 +421,10 @@ pub(crate) fn persist_with<S: PersistSteps + ?Sized>(
         .map_err(|error| step_error(MetadataIoOperation::SyncParent, error))
 }
 
-/// An injected failure: an error kind or a raw OS error code.
-#[derive(Debug, Clone, Copy)]
-enum InjectedFault {
-    Kind(io::ErrorKind),
-    Os(i32),
-}
-
-impl InjectedFault {
-    fn to_error(self, step: MetadataIoOperation) -> io::Error {
-        match self {
-            Self::Kind(kind) => io::Error::new(kind, format!("injected fault: {step}")),
-            Self::Os(code) => io::Error::from_raw_os_error(code),
-        }
-    }
-}
-
-/// A [`MetadataFileSystem`] for tests: the real [`LocalMetadataFileSystem`]
-/// with injectable per-step failures.
-///
-/// Not part of the supported API (hidden from the docs); it exists so unit
-/// and integration tests can drive every failure path of the real protocol.
-/// Each step runs the real local filesystem call unless a fault is armed
-/// for it; an armed step does **not** run and instead returns the injected
-/// [`io::Error`]. Faults stay armed until cleared, so every later write
-/// fails at the same step; [`clear`](Self::clear) restores normal operation.
-///
-/// Arming [`RemoveTemporary`](MetadataIoOperation::RemoveTemporary) together
-/// with an earlier step shows that a cleanup failure never replaces the
-/// original error (the temporary file is then left behind). Arming
-/// [`SyncParent`](MetadataIoOperation::SyncParent) publishes the new content
-/// and reports [`RuntimeOperation::MetadataSyncParent`].
-///
-/// # Examples
-///
-/// ```
-/// use std::io::ErrorKind;
-/// use rocketmq_runtime::{
-///     FaultInjectingFileSystem, MetadataFileSystem, MetadataIoOperation, RuntimeOperation,
-/// };
-///
-/// let dir = std::env::temp_dir().join(format!("fault-doc-{}", std::process::id()));
-/// let target = dir.join("offsets.json");
-/// let fs = FaultInjectingFileSystem::new();
-/// fs.fail_at(MetadataIoOperation::WriteTemporary, ErrorKind::StorageFull);
-/// let error = fs.persist_atomic(&target, b"{}").unwrap_err();
-/// assert_eq!(error.operation(), RuntimeOperation::MetadataWriteTemporary);
-/// assert!(!target.exists());
-///
-/// fs.clear();
-/// fs.persist_atomic(&target, b"{}").unwrap();
-/// assert_eq!(fs.injected_faults(), 1);
-/// # std::fs::remove_dir_all(&dir).unwrap();
-/// ```
-#[doc(hidden)]
-#[derive(Debug, Default)]
-pub struct FaultInjectingFileSystem {
-    inner: LocalMetadataFileSystem,
-    faults: Mutex<[Option<InjectedFault>; MetadataIoOperation::ALL.len()]>,
-    injected: StatCounter,
-}
-
-impl FaultInjectingFileSystem {
-    /// A fault injector with no fault armed.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Arms `step` to fail with an error of `kind` (for example
-    /// [`io::ErrorKind::StorageFull`]) until cleared.
-    pub fn fail_at(&self, step: MetadataIoOperation, kind: io::ErrorKind) {
-        self.faults.lock()[step.index()] = Some(InjectedFault::Kind(kind));
-    }
-
-    /// Arms `step` to fail with the raw OS error `code` (for example `28`,
-    /// `ENOSPC` on Linux) until cleared.
-    pub fn fail_at_os_error(&self, step: MetadataIoOperation, code: i32) {
-        self.faults.lock()[step.index()] = Some(InjectedFault::Os(code));
-    }
-
-    /// Disarms the fault of `step`, if any.
-    pub fn clear_at(&self, step: MetadataIoOperation) {
-        self.faults.lock()[step.index()] = None;
-    }
-
-    /// Disarms every fault.
-    pub fn clear(&self) {
-        *self.faults.lock() = Default::default();
-    }
-
-    /// How many injected errors were returned so far.
-    pub fn injected_faults(&self) -> u64 {
-        self.injected.load(Ordering::Relaxed)
-    }
-
-    /// `Err` with the injected error when `step` is armed.
-    fn check(&self, step: MetadataIoOperation) -> io::Result<()> {
-        let fault = self.faults.lock()[step.index()];
-        match fault {
-            Some(fault) => {
-                self.injected.fetch_add(1, Ordering::Relaxed);
-                Err(fault.to_error(step))
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl PersistSteps for FaultInjectingFileSystem {
-    fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf {
-        self.inner.temporary_path(directory, file_name)
-    }
-
-    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
-        self.check(MetadataIoOperation::CreateParent)?;
-        self.inner.create_parent(directory)
-    }
-
-    fn create_temporary(&self, path: &Path) -> io::Result<File> {
-        self.check(MetadataIoOperation::CreateTemporary)?;
-        self.inner.create_temporary(path)
-    }
-
-    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        self.check(MetadataIoOperation::WriteTemporary)?;
-        self.inner.write_temporary(file, bytes)
-    }
-
-    fn sync_temporary(&self, file: &File) -> io::Result<()> {
-        self.check(MetadataIoOperation::SyncTemporary)?;
-        self.inner.sync_temporary(file)
-    }
-
-    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
-        self.check(MetadataIoOperation::ReplaceTarget)?;
-        self.inner.replace_target(temporary, target)
-    }
-
-    fn sync_parent(&self, directory: &Path) -> io::Result<()> {
-        self.check(MetadataIoOperation::SyncParent)?;
-        self.inner.sync_parent(directory)
-    }
-
-    fn remove_temporary(&self, path: &Path) -> io::Result<()> {
-        self.check(MetadataIoOperation::RemoveTemporary)?;
-        self.inner.remove_temporary(path)
-    }
-}
-
-impl MetadataFileSystem for FaultInjectingFileSystem {
-    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
-        persist_with(self, target, bytes)
-    }
-}
+#[cfg(all(test, not(loom)))]
+mod fault;
+#[cfg(all(test, not(loom)))]
+pub(crate) use fault::{FaultInjectingFileSystem, InjectedFault};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -103,7 +103,7 @@ impl ServiceLifecycleConfig {
     /// labelled with the variable's operation (`ServiceLifecycleDuration`,
     /// `ServiceLifecycleDurationRange`, `ServiceLifecycleProbeAddress`,
     /// `ServiceLifecycleDrainMethods`). Its
-    /// [`context`](RuntimeError::context) is an
+    /// [`context`](crate::RuntimeError::context) is an
     /// [`EnvironmentViolation`](crate::EnvironmentViolation) naming the
     /// variable, the value and what is accepted.
     pub fn from_env(service_name: impl Into<Arc<str>>) -> RuntimeResult<Self> {

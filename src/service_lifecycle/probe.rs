@@ -170,22 +170,6 @@ pub(crate) async fn serve_probes(
     }
 }
 
-/// Public wrapper of `serve_probes` for the integration tests in
-/// `tests/service_lifecycle_probe.rs`; not part of the supported API.
-///
-/// # Cancel safety
-///
-/// Cancel safe: dropping the future closes the listener; connection tasks
-/// belong to `group` and end on their timeouts or its cancellation.
-#[doc(hidden)]
-pub async fn serve_probes_for_tests(
-    listener: TcpListener,
-    lifecycle: ServiceLifecycle,
-    group: TaskGroup,
-) {
-    serve_probes(listener, lifecycle, group).await;
-}
-
 /// The three classes of `accept` failures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AcceptFailure {
@@ -528,3 +512,6 @@ mod unit_tests {
         assert!(text.contains(&format!("Content-Length: {}\r\n", body.len())));
     }
 }
+
+#[cfg(test)]
+mod tests;

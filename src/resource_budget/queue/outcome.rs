@@ -55,7 +55,7 @@ pub enum QueuePushRejection {
     SlowConsumerClosed,
 }
 
-/// The refusal of [`BudgetedQueue::try_push_budgeted`] for a permit of
+/// The refusal of [`BudgetedQueue::try_push_budgeted`](crate::BudgetedQueue::try_push_budgeted) for a permit of
 /// another budget tree: the item and the permit come back together, the
 /// permit's charge unchanged.
 pub struct ForeignPermit<T> {

@@ -7,9 +7,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rocketmq_runtime::{
-    serve_probes_for_tests, DrainRequestMethods, RuntimeContext, ServiceLifecycle,
-    ServiceLifecycleConfig, ServiceLifecycleState, ShutdownReason, TaskGroup,
+use super::serve_probes;
+use crate::{
+    DrainRequestMethods, RuntimeContext, ServiceLifecycle, ServiceLifecycleConfig,
+    ServiceLifecycleState, ShutdownReason, TaskGroup,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -42,11 +43,7 @@ impl Server {
         let lifecycle = ServiceLifecycle::new(config);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
-        let task = tokio::spawn(serve_probes_for_tests(
-            listener,
-            lifecycle.clone(),
-            group.clone(),
-        ));
+        let task = tokio::spawn(serve_probes(listener, lifecycle.clone(), group.clone()));
         Self {
             addr,
             lifecycle,

@@ -79,12 +79,12 @@ pub(crate) const COMPLETED: u8 = 3;
 
 /// Shards of a group's task table.
 ///
-/// Sharding by sequence number (one shard per task, round robin) was
-/// measured slower on the 2-core reference machine: every task moved a
-/// different lock's cache lines between the spawning and the completing
-/// core. Shards are therefore picked per submitting thread ([`home_shard`]),
-/// so a single submitter costs what one shard costs, and eight threads
-/// submitting into one group contend on four locks instead of one.
+/// Shards are picked per submitting thread ([`home_shard`]), not per task:
+/// sharding by sequence number (one shard per task, round robin) would
+/// move a different lock's cache lines between the spawning and the
+/// completing core for every task. With per-thread shards a single
+/// submitter costs what one shard costs, and eight threads submitting into
+/// one group contend on four locks instead of one.
 pub(crate) const SHARDS: usize = 4;
 
 mod shard;

@@ -17,9 +17,9 @@
 //! one out to drop after its lock. A handle is the last reference to the
 //! finished task's Tokio cell, so the cell is freed on the submitting
 //! thread that allocated it, not on the worker that completed the task:
-//! glibc's allocator then takes no arena lock across threads (its lock was
-//! in about a quarter of a spawn+completion's samples on the 2-core
-//! reference machine). The ring bounds what finished tasks keep alive (a
+//! glibc's allocator then takes no arena lock across threads, a lock that
+//! otherwise shows up on every completion. The ring bounds what finished
+//! tasks keep alive (a
 //! cell is about the size of the task's future, up to 16 KiB); only when
 //! settlements outrun registrations by more than the ring does the remover
 //! drop the oldest handle itself. A sealed table hands handles back at

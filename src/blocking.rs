@@ -4,7 +4,10 @@
 //! | --- | --- |
 //! | global capacity, lane counts, reservations, FIFO waiters | [`admission`] (`AdmissionBudget`) |
 //! | queued/running/abandoned records, rejection count | [`table`] (`BlockingTable`) |
-//! | submission phases, the closure wrapper, isolated shutdown | [`executor`] (`BlockingExecutor`) |
+//! | submission phases, isolated shutdown | [`executor`] (`BlockingExecutor`) |
+//! | the closure wrapper and its start check | [`job`] (`BlockingJob`) |
+//! | one owner's managed lanes | [`managed`] (`ManagedBlocking`) |
+//! | what every clone of one executor shares | [`scope`] (`ExecutorInner`) |
 
 pub(crate) mod admission;
 mod diagnostics;

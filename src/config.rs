@@ -1,11 +1,18 @@
 //! Runtime configuration: thread counts, blocking lanes and validation.
 //!
-//! [`RuntimeConfig`] is plain data with public fields. Profiles are derived
-//! deterministically from a CPU count ([`RuntimeConfig::for_parallelism`]), so
-//! the same input always yields the same limits, and
-//! [`RuntimeConfig::validate`] checks a configuration without any I/O,
-//! reporting the first broken rule as a
-//! [`RuntimeContractViolation::InvalidConfiguration`].
+//! [`RuntimeConfig`] is plain data with public fields.
+//!
+//! Invariants:
+//!
+//! 1. Profiles are derived deterministically from a CPU count
+//!    ([`RuntimeConfig::for_parallelism`]), so the same input always yields
+//!    the same limits.
+//! 2. [`RuntimeConfig::validate`] checks a configuration without any I/O and
+//!    reports the first broken rule, in the documented order, as a
+//!    [`RuntimeContractViolation::InvalidConfiguration`]; lane policies are
+//!    checked in lane order by `blocking/policy.rs`.
+//! 3. A configuration without the time driver is refused
+//!    (`TimeDriverEnabled`): shutdown deadlines are Tokio timers.
 
 use std::time::Duration;
 

@@ -1,4 +1,13 @@
 //! [`RuntimeContext`]: a migration and test harness over a host runtime.
+//!
+//! Invariants:
+//!
+//! 1. A harness tracks and shuts down only the work registered through it; it
+//!    never owns, closes or stops the host runtime.
+//! 2. The host runtime must have its time driver enabled: shutdown deadlines
+//!    are Tokio timers.
+//! 3. Its memory budget is permissive (`u64::MAX`): a harness never runs
+//!    memory discovery.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,10 +2,15 @@
 //!
 //! A critical task's panic (while polled or while its future is dropped) —
 //! and, for a critical *service*, a return before its owner was cancelled —
-//! is recorded in a [`CriticalFailureState`]. The first unhandled failure
-//! stays pending until [`CriticalFailureState::handle`] takes it; later
-//! failures count but never replace it, and subscribers whose channel is
-//! full lose only the notification, never the record.
+//! is recorded in a [`CriticalFailureState`].
+//!
+//! Invariants:
+//!
+//! 1. The first unhandled failure stays pending until exactly one
+//!    [`CriticalFailureState::handle`] takes it.
+//! 2. Later failures are counted but never replace the pending one.
+//! 3. Subscribers whose channel is full lose only the notification, never the
+//!    record.
 
 use std::fmt;
 use std::future::Future;

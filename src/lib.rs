@@ -108,3 +108,8 @@ pub use task_spawner::TaskSpawner;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The migration guide's "after" examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../MIGRATION.md")]
+pub struct MigrationDoctests;

@@ -2,10 +2,28 @@
 //!
 //! Normal builds use `std` atomics/`Arc` and `parking_lot` locks; builds with
 //! `--cfg loom` swap in the `loom` model checker's versions so that the
-//! concurrency-critical state machines (task admission, blocking admission,
-//! budget reserve/rollback) are explored against the real code.
+//! concurrency-critical state machines (task admission and settlement, the
+//! operation gate, blocking admission, budget reserve/rollback and usage
+//! words, the service-task state word) are explored against the real code.
 //!
-//! Every `Arc`, `Mutex` and atomic in the crate is imported from here.
+//! Invariants:
+//!
+//! 1. Every `Arc`, `Mutex` and atomic in the crate is imported from here, so
+//!    the loom models run the real code, not a copy.
+//! 2. The `Mutex` is `parking_lot`'s (no poisoning: a panicking task never
+//!    wedges a group).
+//! 3. `Arc`/`Weak` stay `std` under loom: the models check the locks and
+//!    atomics, and the group tree needs `Weak`, which loom's `Arc` lacks.
+//! 4. Process-wide id counters are `std` atomics (`StaticAtomicU64`), because
+//!    loom atomics cannot initialise statics.
+//! 5. Statistics that no decision reads are plain atomics even under loom
+//!    (`StatCounter`), so a model explores only the counters that decide.
+//! 6. `seq_cst_handshake()` is nothing in the normal build and a `SeqCst`
+//!    fence under loom: loom treats `SeqCst` loads and stores as
+//!    acquire/release, so a store-then-load handshake across two atomics that
+//!    the real build's single `SeqCst` order makes correct (a reservation
+//!    then its gate re-check, against a key close then a read of the use)
+//!    would fail in a model. Both sides of such a handshake call it.
 
 #[cfg(not(loom))]
 mod imp {

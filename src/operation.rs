@@ -8,17 +8,41 @@
 //!
 //! | State | Owner |
 //! | --- | --- |
-//! | admission, active count, owner binding | [`gate`] (`OperationGate`) |
-//! | the task wrapper that picks the outcome | [`run`] (`OperationRun`) |
-//! | outcome counters, observer | `OperationShared` (this file) |
+//! | admission, active count, owner binding and hold | [`gate`] (`OperationGate`) |
+//! | the submission path, the task wrapper that picks the outcome | [`run`] (`OperationRun`) |
+//! | outcome counters, observer, lazy token, owner slot | `OperationShared` (this file) |
 //! | waits and their abort phase | [`wait`] |
 //!
-//! Settlement order of an operation task: the user future is destroyed, the
-//! owner publishes the task's settlement (its record is removed and counted
-//! before any reader of the owner looks), the operation counts the
-//! outcome and calls the observer, and only then the active count drops (and
-//! idle waiters are woken). So an operation whose count reads zero has no
-//! task listed by its owner and every outcome published.
+//! Invariants:
+//!
+//! 1. Operations are tags, not groups: a task's record in its owner's table
+//!    carries the operation id in its cold part, and waits abort through that
+//!    tag. The operation itself keeps only its gate, its counters, one
+//!    `Notify` and its owner slot.
+//! 2. Settlement order of an operation task: the user future is destroyed,
+//!    the owner publishes the task's settlement (its record is removed and
+//!    counted before any reader of the owner looks), the operation counts the
+//!    outcome and calls the observer, and only then the active count drops
+//!    (and idle waiters are woken). So an operation whose count reads zero
+//!    has no task listed by its owner and every outcome published.
+//! 3. The six counters are each incremented once per accepted task, after its
+//!    future is destroyed; a refused submission changes no counter.
+//! 4. The observer is set before the first submission (under the binding
+//!    lock, refused once a submission was accepted) and called once per task,
+//!    its panics contained and logged.
+//! 5. Cancellation is a flag in the gate's state word plus one `Notify`, not
+//!    a `CancellationToken` (checking a token takes its mutex). The token
+//!    `cancellation_token()` returns is a child of one created lazily under
+//!    the binding lock, which `cancel` also takes after setting its flag, so
+//!    `cancel` and the creation cannot miss each other.
+//! 6. While it has accepted tasks the operation holds its owner group
+//!    strongly (see [`gate`]); otherwise it keeps only a weak reference, so a
+//!    bound operation never keeps an idle group alive or listed under its
+//!    parent.
+//! 7. Layout (`repr(C)`): what every settlement writes (the gate's state word,
+//!    then the outcome counters) sits right after the reference counts; what
+//!    submissions only read (owner binding, aborting mark, deadline) starts 72
+//!    bytes after the state word, off those cache lines.
 
 mod gate;
 mod outcome;

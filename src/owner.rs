@@ -1,4 +1,21 @@
 //! [`RuntimeOwner`]: validated construction and the owned runtime lifecycle.
+//!
+//! Invariants:
+//!
+//! 1. `plan` only validates (no thread, runtime or file exists yet); `build`
+//!    starts Tokio with `tokio_blocking_threads()` blocking threads and the
+//!    time driver always enabled (shutdown deadlines are Tokio timers).
+//! 2. `shutdown_tasks*` install their deadline on the task tree at the call,
+//!    even if the returned future is never polled, and keep Tokio running.
+//! 3. `shutdown_runtime_blocking_until` refuses to run inside a Tokio context
+//!    (kind `Unsupported`). Otherwise it gives Tokio only
+//!    `deadline.remaining()`, and a standard-clock backstop thread ends the
+//!    wait `SHUTDOWN_BACKSTOP_SLACK` (250 ms) after the deadline even when
+//!    every worker is blocked: the report is then taken immediately
+//!    (`shutdown_now`) and Tokio stops in the background.
+//! 4. `Drop` without a completed shutdown runs `shutdown_now` (logging its
+//!    report) and `shutdown_background`; it never drains with a blocking
+//!    wait.
 
 use std::fmt;
 use std::future::Future;

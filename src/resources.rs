@@ -1,5 +1,22 @@
-//! `RuntimeResources`: the owner's memory limit, managed budget and the
-//! process budget tree every context shares.
+//! `RuntimeResources`: the owner's memory limit, managed budget, the process
+//! budget tree every context shares, and the metadata target registry.
+//!
+//! Invariants:
+//!
+//! 1. One `process` root per owner (`count = usize::MAX`, `bytes = managed
+//!    bytes`, `Reject`), shared by every context of the owner.
+//! 2. The detected (or configured) memory limit and the managed budget are
+//!    kept apart: the limit is for reporting, the managed bytes are what the
+//!    budget charges.
+//! 3. Metadata targets, per owner: one resource and at most one live actor
+//!    per normalized absolute target path (`.` removed and `..` folded
+//!    lexically, no filesystem access; lower-cased on Windows). A claim by
+//!    another resource or another live actor is refused, as is a new target
+//!    once the registry holds `METADATA_TARGET_CAPACITY` targets.
+//! 4. A target's durable generation (only ever raised) and its fence outlive
+//!    the actor that wrote it, so a replacement actor resolves older
+//!    generations without rewriting. Releasing a target ends only the live
+//!    ownership; the history stays for the owner's life.
 
 use std::collections::HashMap;
 use std::fmt;

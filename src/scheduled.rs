@@ -7,11 +7,28 @@
 //! | per-schedule counters, run reservations | [`metrics`] (`Schedule`, `RunTicket`) |
 //! | ticks, missed-tick policy, pending runs | [`driver`] (`Driver::drive`) |
 //!
-//! A registration spawns one driver task (`scheduled-driver:{name}`, kind
-//! `ScheduledDriver`) into the scheduler's group. Fixed-delay work runs on
-//! the driver; fixed-rate runs are separate tasks (`scheduled-run:{name}`,
-//! kind `ScheduledRun`). For an operation-bound schedule both are tasks of
-//! the operation, so its cancellation or deadline stops them.
+//! Registration: validate (see [`config`]); then, under the registry lock,
+//! spawn the driver task (`scheduled-driver:{name}`, kind `ScheduledDriver`,
+//! a plain task or an operation task) into the scheduler's group, and only
+//! then record the schedule. Fixed-delay work runs on the driver; fixed-rate
+//! runs are separate tasks (`scheduled-run:{name}`, kind `ScheduledRun`).
+//! For an operation-bound schedule both are tasks of the operation, so its
+//! cancellation or deadline stops them.
+//!
+//! Invariants:
+//!
+//! 1. One name maps to one schedule per scheduler, under one lock held across
+//!    the driver spawn: a duplicate answers `AlreadyPresent` without touching
+//!    the existing schedule, and a driver that cannot be spawned leaves no
+//!    registration.
+//! 2. `clear_completed` clears only while the group has no task, checked under
+//!    the same lock.
+//! 3. The registered work is type-erased once (`Box<dyn FnMut>`) and each run
+//!    future once (`Box::pin`), so one non-generic driver serves every mode
+//!    and every schedule.
+//! 4. A panicking run is not caught by the scheduler: it is a tracked task
+//!    like any other, so it poisons the group (fail-stop) and is counted
+//!    `panicked` in reports, while its ticket counts it as a schedule failure.
 
 mod config;
 mod driver;

@@ -1,4 +1,15 @@
 //! Service contexts: the sealed root and the component capabilities.
+//!
+//! Invariants:
+//!
+//! 1. One sealed, non-`Clone` root per owner (or harness): only the crate can
+//!    build it, and the owner holds the only one.
+//! 2. Children have no public constructor and cannot become a root
+//!    (compile-fail tested).
+//! 3. All contexts of one owner share one `ContextShared`: the runtime id,
+//!    the managed blocking lanes (one admission budget per owner, whose
+//!    tables are registered with the root's tree for its shutdown report) and
+//!    the owner's `RuntimeResources`.
 
 use std::fmt;
 use std::sync::Arc;

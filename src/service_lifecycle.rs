@@ -9,8 +9,24 @@
 //! | `Stopped` | The service stopped. |
 //! | `Failed` | The service failed; kept even when a shutdown is requested later. |
 //!
-//! Every decision is made under one lock; observer callbacks run after it
-//! is released and carry the committed transition (`from` → `to`).
+//! Invariants:
+//!
+//! 1. Every decision is made under one lock; observer callbacks run after it
+//!    is released and carry the committed transition (`from` → `to`).
+//!    A request that changes nothing emits nothing.
+//! 2. The first shutdown request is stored once, with its reason, its time
+//!    and its deadline (`now + shutdown_timeout`), and returned to every later
+//!    request.
+//! 3. Only `Starting` and `Ready` move to `Draining`: `Failed` and `Stopped`
+//!    never do.
+//! 4. Once `start` ran, the first request's reason is recorded as the owner
+//!    tree's shutdown reason (whichever of the request and `start` comes
+//!    second records it), so it appears in the owner's shutdown report.
+//! 5. The drain delay (`wait_drain_delay`) counts from the first request's
+//!    time, stored once with it, and ends at `min(request + drain_delay,
+//!    frozen deadline)`: it never extends a shutdown.
+//! 6. The probe server only calls lifecycle APIs, never its state (see
+//!    `probe.rs`).
 
 use std::fmt;
 use std::net::SocketAddr;

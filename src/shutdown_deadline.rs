@@ -1,9 +1,14 @@
 //! Absolute shutdown deadlines.
 //!
-//! A [`ShutdownDeadline`] is a point in time, never a duration: once frozen it
-//! is passed unchanged through every shutdown step, and the only way two
-//! deadlines combine is [`ShutdownDeadline::earliest`]. Nothing in the crate
-//! extends a deadline.
+//! Invariants:
+//!
+//! 1. A [`ShutdownDeadline`] is a point in time on one clock
+//!    (`tokio::time::Instant`, so paused test time applies), never a
+//!    duration: once frozen it is passed unchanged through every shutdown
+//!    step.
+//! 2. The only way two deadlines combine is [`ShutdownDeadline::earliest`].
+//!    Nothing in the crate extends a deadline; construction saturates instead
+//!    of overflowing.
 
 use std::time::Duration;
 

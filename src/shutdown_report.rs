@@ -3,6 +3,18 @@
 //! A [`ShutdownReport`] is a tree mirroring the task-group tree. Each node
 //! counts how its group's tasks settled, lists a bounded sample of the tasks
 //! that were still registered, and carries the blocking work merged into it.
+//!
+//! Invariants:
+//!
+//! 1. Health is the whole-tree AND of zero `leaked`, `failed`, `panicked`,
+//!    `timed_out` and `blocking_still_running`.
+//! 2. Clone and the health check walk the tree iteratively, so deep trees are
+//!    safe on small stacks. Known limit: `Debug`, `Serialize` (and so
+//!    `to_json`) and the implicit drop glue stay recursive in the depth of
+//!    the tree; reports of deep trees should be serialized on a normal stack
+//!    (the crate's own cached reports are taken apart iteratively).
+//! 3. At most `REMAINING_TASKS_LIMIT` (64) remaining tasks are listed per
+//!    group; the rest are only counted.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,15 +5,48 @@
 //! subtree down within one absolute deadline, leaving a cached
 //! [`ShutdownReport`](crate::ShutdownReport).
 //!
-//! State owners (one each):
+//! State owners (one each; the numbered invariants are in each file):
 //!
 //! | State | File | Invariant |
 //! | --- | --- | --- |
-//! | admission phase, task table, pending settlements, child links | `task_group/gate.rs` | a registration reads the phase under its table lock and the seal holds every lock: a task is registered before the seal or rejected; every reader applies pending settlements first |
-//! | task records | `task_group/registry.rs` | O(1) slab; a sequence number is never reused |
+//! | admission phase, task tables, pending settlements, child links | `task_group/gate.rs` | a submission is registered before the seal or rejected; every reader applies pending settlements first |
+//! | task records | `task_group/registry.rs` | O(1) slab in chunks that never move; a sequence number is never reused |
 //! | spawn paths | `task_group/submission.rs` | the Tokio handoff happens after the gate; an abort requested before the handle is installed is honoured |
-//! | settlement | `task_group/completion.rs` | destroy the future → account → publish |
+//! | settlement | `task_group/completion.rs` | destroy the future → publish → notify, exactly once per task |
 //! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
+//! | ids, names, kinds | `task_group/identity.rs` | a `TaskId` is equal only to an id of the same group and task |
+//! | tree-wide counters, Tokio handle, blocking tables, shutdown reason | `TreeShared` (this file) | see below |
+//!
+//! Invariants of this file:
+//!
+//! 1. `TreeShared` is shared by every group of one ownership tree (one owner
+//!    or harness). Its event counters only grow; the first closed-component
+//!    answer per tree is logged, later ones only counted.
+//! 2. The shutdown reason is set once (first recorded wins: a started
+//!    `ServiceLifecycle`'s first shutdown request, recorded by whichever of
+//!    the request and `start` comes second) and copied only into the tree
+//!    root's report, and only if that report has none.
+//! 3. Blocking evidence: every managed lane's table and every isolated
+//!    executor's table is registered (weakly) with the tree; the tree root's
+//!    cached report merges every live registered table that still has
+//!    closures running, so such a report is unhealthy.
+//! 4. Creating a child (`try_child`) reads the parent's deadline, creates the
+//!    child with a child token, registers it under the parent's child-link
+//!    lock, then re-reads the parent's deadline: a `shutdown_until` that
+//!    tightened the parent in between either saw the child (and tightened
+//!    it) or installed its deadline before the re-read (ordered through the
+//!    child-link lock).
+//! 5. A group holds a strong reference to its parent and is held weakly by
+//!    it. Its `Drop` unregisters the child link and releases the parent
+//!    through a thread-local trampoline, so dropping a 4,096-deep chain never
+//!    recurses. The trampoline uses `try_with`: during thread-local teardown
+//!    (a context held in a user `thread_local!`) the parent is dropped
+//!    directly instead of panicking in a TLS destructor. A cached nested
+//!    report is taken apart with an explicit stack in the same `Drop`.
+//! 6. A settlement that completed after the group's token was cancelled
+//!    counts as `cancelled`; a poisoning is counted tree-wide and logged
+//!    once per group; idle and settlement waiters are notified only while
+//!    someone watches (see `crate::wait`).
 
 mod completion;
 mod gate;
@@ -105,15 +138,31 @@ impl TreeShared {
         tables.push(Arc::downgrade(table));
     }
 
-    /// Merges the blocking evidence of every live table into `report`.
-    pub(crate) fn merge_blocking(&self, report: &mut ShutdownReport) {
-        let tables: Vec<_> = self
-            .blocking
+    /// The live registered tables.
+    fn blocking_tables(&self) -> Vec<Arc<BlockingTable>> {
+        self.blocking
             .lock()
             .iter()
             .filter_map(Weak::upgrade)
-            .collect();
-        for table in tables {
+            .collect()
+    }
+
+    /// Waits until `deadline` for every registered table to empty: once the
+    /// tree is closed no new closure starts, so a closure still running is
+    /// one that is about to exit or one that outlives the deadline; only
+    /// the latter is evidence for the report.
+    pub(crate) async fn await_blocking_exits(&self, deadline: crate::ShutdownDeadline) {
+        for table in self.blocking_tables() {
+            crate::wait::notified_until(table.emptied(), deadline, Some(&self.handle), || {
+                table.blocking_still_running() == 0
+            })
+            .await;
+        }
+    }
+
+    /// Merges the blocking evidence of every live table into `report`.
+    pub(crate) fn merge_blocking(&self, report: &mut ShutdownReport) {
+        for table in self.blocking_tables() {
             let snapshot = table.snapshot();
             if snapshot.blocking_still_running > 0 {
                 report.merge_blocking(snapshot);

@@ -1,4 +1,9 @@
 //! [`TaskSpawner`]: the narrow task-submission capability.
+//!
+//! Invariant: a spawner exposes submission into one group and a *child* of
+//! the group's token, nothing else: no runtime handle, no detached spawn, no
+//! way to create groups (compile-fail tested). The owner's shutdown reaches
+//! its token; cancelling its token does not cancel the group.
 
 use tokio_util::sync::CancellationToken;
 

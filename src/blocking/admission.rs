@@ -1,27 +1,34 @@
 //! Blocking admission: one global capacity shared by lanes, per-lane
 //! ceilings and reservations, FIFO waiters and direct hand-off.
 //!
-//! All decisions are made under one lock ([`AdmissionBudget::state`]):
+//! Invariants:
 //!
-//! * a submission is admitted at once only when its lane has no waiter
-//!   (a new request never passes a queued waiter of its own lane), the lane
-//!   is below its ceiling, and a global slot is free. A lane at or above its
-//!   reservation *borrows*: it also needs the free slots to exceed the
-//!   *protected* reservations, the unused reservation of every other lane
-//!   that has a waiter;
-//! * otherwise it queues at the back of its lane (or is refused when the
-//!   lane's queue is full);
-//! * a release (a permit dropped) frees one global and one lane slot and
-//!   hands slots straight to waiters: among the lanes whose front waiter can
-//!   be admitted, lanes still below their reservation first, then the
-//!   earliest arrival. The chosen waiter is marked granted under the lock and
-//!   woken alone (its own `Notify`) after the lock is released;
-//! * a waiter that gives up (timeout, cancellation, closed scope) leaves
-//!   its queue; if it had already been granted, it gives the slot back
-//!   through a release (which dispatches again).
-//!
-//! Invariants: `running ≤ capacity`, every lane's `running ≤ ceiling`, and
-//! a granted waiter holds exactly one counted slot.
+//! 1. All decisions are made under one lock ([`AdmissionBudget::state`]) over
+//!    the whole state (global count, lane counts, FIFO queues), not atomics:
+//!    every decision needs several lanes' counts at once (reservation
+//!    protection, dispatch preference), the critical sections are a few
+//!    comparisons, and a blocking submission already pays a thread hand-off
+//!    that dwarfs the lock.
+//! 2. `running ≤ capacity`, every lane's `running ≤ ceiling`, and a granted
+//!    waiter holds exactly one counted slot.
+//! 3. A submission is admitted at once only when its lane has no waiter (a
+//!    new request never passes a queued waiter of its own lane: FIFO, no
+//!    overtaking), the lane is below its ceiling, and a global slot is free.
+//!    A lane at or above its reservation *borrows*: it also needs the free
+//!    slots to exceed the *protected* reservations, the unused reservation of
+//!    every other lane that has a waiter. Otherwise it queues at the back of
+//!    its lane, or is refused when the lane's queue is full.
+//! 4. A release (a permit dropped) or a withdrawal dispatches at once: it
+//!    frees one global and one lane slot and hands slots straight to waiters;
+//!    among the lanes whose front waiter can be admitted, lanes still below
+//!    their reservation first, then the earliest arrival.
+//! 5. The chosen waiter is marked granted under the lock and woken alone
+//!    (each waiter has its own `Notify`) after the lock is released.
+//! 6. A waiter that gives up (timeout, cancellation, closed scope) leaves its
+//!    queue; if it had already been granted, it gives the slot back through a
+//!    release (which dispatches again), so the slot is never counted twice
+//!    (loom-modelled, with a release racing a timing-out waiter and a waiter
+//!    waiting for its grant).
 
 use std::collections::VecDeque;
 

@@ -4,22 +4,41 @@
 //! A submission goes through:
 //!
 //! 1. refusal checks: `LongRunning` (`Unsupported`), a closed scope or a
-//!    stopped isolated executor (`Closed`);
+//!    stopped isolated executor (`Closed`), each counted in `rejected`;
 //! 2. the queue phase: a record is inserted (`Queued`), then admission
 //!    either runs it at once, queues it (FIFO per lane, bounded by
 //!    `min(submit + queue_timeout, operation deadline)`, woken early by a
 //!    closing scope), or refuses it (full queue: `CapacityExhausted`). A
-//!    submission that leaves the queue removes its record;
-//! 3. the start: past the operation deadline the closure never runs
-//!    (`TimedOut`); otherwise the record turns `Running` and a
-//!    [`BlockingJob`] carrying the closure, the admission permit and the
-//!    record guard goes to the owner runtime's blocking pool;
+//!    submission that leaves the queue removes its record and withdraws its
+//!    waiter (a slot granted meanwhile goes back through a release);
+//! 3. the start: after the closed-scope check, past the operation deadline
+//!    the closure never runs (`TimedOut`; the permit and the record go back
+//!    at once); otherwise a [`BlockingJob`] carrying the closure, the
+//!    admission permit and the record guard goes to the owner runtime's
+//!    blocking pool. The start is checked again when a Tokio pool thread
+//!    picks the job up, since isolated executors can fill the pool: a job
+//!    that fails the check drops its closure unrun, and the record turns
+//!    `Running` only when the check passes;
 //! 4. the caller phase, bounded by `min(start + task_timeout, operation
 //!    deadline)`: on timeout, or if the caller's future is dropped, the
-//!    record turns `TimedOutStillRunning`. The permit and the record stay
-//!    with the closure: they are released only when it exits, in the
-//!    order user captures → permit → record (also on panic, and when Tokio
-//!    discards a closure that never started).
+//!    record turns `TimedOutStillRunning`.
+//!
+//! Invariants:
+//!
+//! 1. The operation deadline is the caller's deadline (tightened by the
+//!    scope's shutdown deadline), or `submit + queue_timeout + task_timeout`
+//!    without one: no phase waits past it, and no closure starts past it or
+//!    after its scope closed.
+//! 2. The permit and the record move into the closure's job and are dropped
+//!    only when the closure exits, in the order user captures → permit
+//!    (a release that hands the slot over) → record, whatever ends it
+//!    (return, panic, or Tokio discarding a closure that never started).
+//! 3. A caller that stops waiting only marks the record; it never releases
+//!    capacity the closure still occupies.
+//! 4. Managed lanes: one admission budget and three tables per owner, in the
+//!    context tree's shared state (`managed.rs`). Isolated executors have
+//!    their own budget and table, registered with the group's tree so their
+//!    running closures count in the tree root's shutdown report.
 
 use std::fmt;
 use std::future::Future;

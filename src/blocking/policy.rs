@@ -1,4 +1,8 @@
 //! Blocking lane identity, kinds and per-lane policies.
+//!
+//! Invariant: a policy is validated without side effects, reporting its first
+//! broken rule in the documented order; the lane policies are validated in
+//! `BlockingLane::ALL` order, the first violation winning.
 
 use std::fmt;
 use std::time::Duration;

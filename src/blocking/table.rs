@@ -1,7 +1,19 @@
 //! The task table of one blocking pool (a managed lane or an isolated
-//! executor): one record per queued, running or abandoned-but-running
-//! submission, removed by a guard when the submission leaves the queue or
-//! its closure exits.
+//! executor).
+//!
+//! Invariants:
+//!
+//! 1. One record per owned submission: `Queued` → `Running` → removed, or
+//!    `Running` → `TimedOutStillRunning` (its caller stopped waiting) until
+//!    the closure exits.
+//! 2. A guard removes the record when the submission leaves the queue or its
+//!    closure exits, whatever ends it; the table wakes its `emptied` waiters
+//!    when it becomes empty.
+//! 3. `blocking_still_running = running + timed_out_still_running`: a closure
+//!    whose caller gave up still counts until it exits.
+//! 4. Every refusal counts in `rejected`.
+//! 5. A closure running past `warn_after` is reported once, naming its lane
+//!    and task, whether its caller still waits or gave up.
 
 use std::collections::HashMap;
 use std::time::Duration;

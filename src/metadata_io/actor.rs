@@ -2,19 +2,55 @@
 //! coalescing, fair scheduling of writes on the shared `MetadataIo` lane,
 //! honest commit outcomes and budget charging.
 //!
-//! All admission and completion decisions are made under one lock
-//! (`ActorState`). Per resource there is at most one generation in flight
-//! and one queued; a newer submission replaces the queued one (its budget
-//! permit is resized, growth only by the delta) and every waiter is
-//! resolved by the first completed write with a generation at least its
-//! own. A resource with queued work waits in a FIFO `ready` list; after a
-//! write completes, the resource goes to the back of that list, so newly
-//! arrived resources are written before its next generation.
+//! A write, in order:
 //!
-//! A write runs as a closure on the lane that owns the snapshot and its
-//! budget permit; the outcome is reported from inside the closure when it
-//! exits, so a lane caller timeout never lets a later generation of the
-//! same resource overlap it.
+//! 1. `submit` (synchronous, under the actor lock; `admission.rs`): deadline,
+//!    admission and target checks; then resolve at once (the generation is
+//!    already durable), attach a waiter (covered by the in-flight or queued
+//!    generation), replace the queued snapshot, or queue a new one (charging
+//!    the actor's child of the process budget) and list the resource as
+//!    ready;
+//! 2. while write slots are free, the ready resources are started (by the
+//!    submitter when a slot is free, otherwise by the coordinator): the
+//!    queued snapshot becomes in flight, and its closure (payload + permit)
+//!    goes to the `MetadataIo` lane (`writes.rs`);
+//! 3. the closure persists and reports its result as it exits (payload and
+//!    permit released there). Completion, under the lock: clear in flight,
+//!    advance the durable generation or fence, resolve covered waiters,
+//!    re-list the resource behind newer arrivals, wake the coordinator.
+//!
+//! Invariants:
+//!
+//! 1. One lock (`ActorState`) decides admission and completion. Per resource
+//!    there is at most one generation in flight and one queued.
+//! 2. A newer submission replaces the queued one; its permit is resized by
+//!    the delta (growth only by the delta), and a failed growth keeps the old
+//!    request and its charge.
+//! 3. A waiter is resolved by the first completed write with a generation at
+//!    least its own, with that write's outcome.
+//! 4. A resource with queued work waits in a FIFO `ready` list; after a write
+//!    completes, the resource goes to the back of that list, so newly arrived
+//!    resources are written before its next generation.
+//! 5. A `SyncParent` failure (after the rename: the new content is visible,
+//!    its durability unknown) is reported as "commit outcome unknown" and
+//!    fences the target: nothing more is written to it, and its queued
+//!    generation and remaining waiters are failed.
+//! 6. The write closure owns its payload and permit and reports from inside
+//!    when it exits, so a caller timeout on the lane never lets the next
+//!    generation of the same resource overlap it. A closure that never runs
+//!    (refused, or discarded by Tokio) settles the write as failed from its
+//!    drop guard; a claim flag makes exactly one side report.
+//! 7. When the coordinator ends, also by an abort (`CoordinatorExit`),
+//!    admission stops, queued generations are dropped (their permits go
+//!    back) and the waiters no in-flight write covers are closed
+//!    (`Closed(MetadataWorkerStopped)`).
+//! 8. The actor's targets are released only once the coordinator is gone
+//!    *and* no write is in flight (`finish`, decided under the state lock by
+//!    whichever comes last), so another actor of the owner can never write a
+//!    target while an older generation's closure still runs.
+//! 9. A resource moves to another target only without pending work
+//!    (invariant 98): the new target is claimed, the old one released (its
+//!    history stays in `RuntimeResources`).
 
 use std::fmt;
 use std::num::NonZeroUsize;

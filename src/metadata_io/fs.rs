@@ -7,23 +7,35 @@
 //! classic sequence
 //!
 //! ```text
-//! create parent ─ create temp (same dir, exclusive) ─ write ─ fsync temp
+//! create parent (+ fsync each new directory's parent, outermost first)
+//!   ─ create temp (same dir, exclusive) ─ write ─ fsync temp
 //!   ─ rename temp over target ─ fsync parent dir
 //!   └─ any failure before the rename: remove temp (best effort)
 //! ```
 //!
-//! Every step is named by a [`MetadataIoOperation`]; a failure is a
-//! [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io) whose
-//! [`operation`](RuntimeError::operation) is the step's
-//! [`RuntimeOperation`] and whose source is the [`io::Error`]. A failure at
-//! [`SyncParent`](MetadataIoOperation::SyncParent) happens *after* the rename:
-//! the new content is visible but its durability is unknown, so callers
-//! classify it as "commit outcome unknown" rather than "failed before commit".
+//! Invariants:
 //!
-//! The steps run behind the crate-private [`PersistSteps`] trait, so the
-//! crate's test-only fault injector (`fs/fault.rs`) exercises the very same
-//! protocol code ([`persist_with`]) and the very same real filesystem calls,
-//! failing only the step it was told to fail.
+//! 1. Missing parent directories are created, and each new directory's
+//!    parent is fsynced (outermost first): a directory created here is itself
+//!    an entry of its parent, and without that sync the new path, and with it
+//!    a write reported durable, may vanish in a crash.
+//! 2. The temporary file is created exclusively in the target's directory; a
+//!    failed exclusive create made nothing of ours, so whatever occupies the
+//!    name is never removed.
+//! 3. The temporary file is removed on every failure before the rename; after
+//!    the rename its name is gone (it is the target).
+//! 4. Every step is named by a [`MetadataIoOperation`]; a failure is a
+//!    [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io) whose
+//!    [`operation`](RuntimeError::operation) is the step's
+//!    [`RuntimeOperation`] and whose source is the [`io::Error`].
+//! 5. A failure at [`SyncParent`](MetadataIoOperation::SyncParent) happens
+//!    *after* the rename: the new content is visible but its durability is
+//!    unknown, so callers classify it as "commit outcome unknown" rather than
+//!    "failed before commit".
+//! 6. The steps run behind the crate-private [`PersistSteps`] trait, so the
+//!    crate's test-only fault injector (`fs/fault.rs`) exercises the very same
+//!    protocol code ([`persist_with`]) and the very same real filesystem
+//!    calls, failing only the step it was told to fail.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;

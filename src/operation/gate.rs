@@ -1,44 +1,65 @@
 //! The admission gate of one operation: a state word and an owner binding.
 //!
-//! The state word packs two flags, the idle watchers and the active count:
+//! The state word packs three flags, the owner-held bit, the idle watchers and
+//! the active count:
 //!
 //! | Bits | Meaning |
 //! | --- | --- |
 //! | 63 `CLOSED` | admission is closed (`close_admission`, `cancel`, `wait_with_policy`) |
 //! | 62 `CANCELLED` | the operation is cancelled (implies `CLOSED`) |
 //! | 61 `ABORTING` | `wait_with_policy` is aborting the tasks (implies `CLOSED`) |
-//! | 60 `HELD` | the operation holds its owner group (see below) |
+//! | 60 `HELD` | the operation holds its owner group (invariant 5) |
 //! | 32..60 | idle watchers (waits in progress) |
 //! | 0..32 | accepted tasks whose settlement has not been published |
 //!
-//! An admission is one compare-and-swap that adds one only while `CLOSED`
-//! is clear, so once `close` returns no submission is ever accepted again
-//! and the count only falls. A task is admitted *before* it is registered
-//! with the owner group and released only *after* the owner has removed its
-//! record and its outcome is counted: whenever the count reads zero, the
-//! owner lists no task of the operation and every outcome is published.
+//! Invariants:
 //!
-//! Idle notification needs no fence: watchers and the count share the word.
-//! A waiter adds itself with a read-modify-write and then reads the count;
-//! a release subtracts and sees, in the value it replaced, whether anyone
-//! watches. Both act on one location, so either the waiter's read follows
-//! the release (it sees the count drop) or the release follows the
-//! registration (it sees the watcher and notifies): a waiter is never left
-//! asleep on an idle operation.
-//!
-//! The owner binding is a group id written once, under `bind`, by the first
-//! submission the owner group accepted.
-//!
-//! An operation holds a reference to its owner group only while it has
-//! accepted tasks: their settlements reach the owner through it. The
-//! reference lives in a slot beside the gate, and `HELD` says it is there.
-//! A submission whose admission found `HELD` clear stores it (under the
-//! slot's lock) before its task is handed to Tokio; the release that makes
-//! the operation idle takes it back, under the same lock, with a
-//! compare-and-swap that clears `HELD` only while the count is zero. So an
-//! accepted task always finds the reference (its own admission keeps the
-//! count above zero until it is released), and an idle operation keeps no
-//! group alive.
+//! 1. An admission is one compare-and-swap that adds one only while `CLOSED`
+//!    is clear, so once `close`/`cancel` return no submission is ever
+//!    accepted again and the count only falls (loom-modelled).
+//! 2. A task is admitted *before* it is registered with the owner group and
+//!    released only *after* the owner has removed its record and its outcome
+//!    is counted: whenever the count reads zero, the owner lists no task of
+//!    the operation and every outcome is published (loom-modelled, with the
+//!    task completing on another thread before its submitter returns).
+//! 3. Idle notification needs no fence: watchers and the count share the
+//!    word. A waiter adds itself with a read-modify-write and then reads the
+//!    count; a release subtracts and sees, in the value it replaced, whether
+//!    anyone watches. Both act on one location, so either the waiter's read
+//!    follows the release (it sees the count drop) or the release follows the
+//!    registration (it sees the watcher and notifies): a waiter is never left
+//!    asleep on an idle operation. With the watchers in a second atomic and
+//!    `SeqCst` loads on both sides, this handshake fails under loom (which
+//!    models `SeqCst` accesses as acquire/release); with one word, the
+//!    read-modify-writes are ordered by the location itself.
+//! 4. The owner binding is a group id written once, under the small `bind`
+//!    lock, by the first submission the owner group accepted: of two first
+//!    submissions into different groups exactly one binds and the other is
+//!    refused as a wrong owner, counting nothing (loom-modelled). A refused
+//!    registration rolls the admission back (waking idle waiters if it was
+//!    the last) and binds nothing. `close_for` checks the owner under the same
+//!    lock as it closes, so no other group binds in between (loom-modelled).
+//! 5. An operation holds a reference to its owner group only while it has
+//!    accepted tasks: their settlements reach the owner through it. The
+//!    reference lives in a slot beside the gate, and `HELD` says it is there.
+//!    A submission whose admission found `HELD` clear records the owner (a
+//!    weak reference, as tasks reach it) and stores the strong one, under the
+//!    slot's lock and before setting `HELD`, all before its task is handed to
+//!    Tokio; a submission that finds `HELD` set skips this and still finds
+//!    both. The release that makes the operation idle takes the reference
+//!    back, under the same lock, with a compare-and-swap that clears `HELD`
+//!    only while the count is zero. So every accepted task finds its owner
+//!    (its own admission keeps the count above zero until it is released),
+//!    and an idle operation keeps no group alive (loom-modelled).
+//! 6. A hard stop (`wait_with_policy`) stores the `ABORTING` mark (also in
+//!    `aborting`, off the hot line) before it closes and walks the owner's
+//!    tables; a submitter reads it after registering, under a table lock the
+//!    walk also takes, so either the walk sees the task or the submitter
+//!    aborts it (loom-modelled).
+//! 7. Layout (`repr(C)`): the state word and the six outcome counters share
+//!    the reference counts' cache line (every settlement writes them); the
+//!    owner binding and the aborting mark, which submissions only read, start
+//!    on the next line.
 
 use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
 

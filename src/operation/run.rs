@@ -1,17 +1,57 @@
-//! The operation task wrapper: picks the outcome, then settles it.
+//! The operation task wrapper and the submission path: picks the outcome,
+//! then settles it.
 //!
-//! [`OperationRun`] wraps the user future inside the owner group's
-//! group's tracked-task wrapper. On every poll it checks,
-//! in priority order, owner cancellation (not for draining operations),
-//! operation cancellation and the deadline, and only then polls the work. A
-//! cancellation or deadline that is already due wins without the work
-//! being polled again. The wake-ups (owner token, operation notification,
-//! deadline timer) are armed only once the work returns `Pending`: a task
-//! that completes on its first poll registers nothing.
+//! Submission (`spawn_operation`, `spawn_draining_operation`):
 //!
-//! [`OperationSettlement`] runs after the future is destroyed: the owner
-//! accounts the task (as `completed`, `cancelled`, `panicked` or `aborted`),
-//! then the operation publishes the outcome and releases its admission.
+//! 1. reject a wrong owner, then an expired deadline (one clock read serves
+//!    the expiry check and the record's start time); futures over 16 KiB are
+//!    boxed first (`crate::inline`);
+//! 2. the gate admits (active + 1) unless closed, and the owner group
+//!    registers the task tagged with the operation id (a first submission
+//!    does this under the gate's binding lock and binds the owner only after
+//!    the registration succeeded). A refusal by the group rolls the admission
+//!    back, waking idle waiters if it was the last;
+//! 3. if the admission found the owner not held (`HELD` clear: the operation
+//!    was idle), the submitter records the owner (a weak reference) and holds
+//!    it, before the task can run;
+//! 4. only then, outside the binding lock, the task is launched (handed to
+//!    Tokio): a runtime shutting down drops the future inline, and its
+//!    destructor or the outcome observer may call back into the operation;
+//! 5. if the gate is marked `ABORTING` (a `wait_with_policy` hard stop began),
+//!    the submitter aborts its own task: the stop's walk or this check sees
+//!    every task.
+//!
+//! Invariants:
+//!
+//! 1. [`OperationRun`] wraps the user future inside the owner group's
+//!    tracked-task wrapper. On every poll it checks, in priority order, owner
+//!    cancellation (not for draining operations), operation cancellation and
+//!    the deadline, and only then polls the work. A cancellation or deadline
+//!    that is already due wins without the work being polled again.
+//! 2. The wake-ups (owner token, operation notification, deadline timer) are
+//!    armed, boxed, only once the work returns `Pending`: a task that
+//!    completes on its first poll registers nothing. A condition found due
+//!    while arming wins.
+//! 3. The deadline timer only wakes the task (it may fire up to a driver tick
+//!    late): each poll reads the clock, so a deadline that passed before a
+//!    poll outranks the work completing in it (invariant 38).
+//! 4. The task reads its owner group and its operation through its settlement
+//!    ticket instead of holding clones; the ticket holds only the operation,
+//!    and the owner is reached through the operation's weak reference, which
+//!    the operation's hold keeps valid while the task is counted. The
+//!    submitting thread thus makes one reference-count update per task.
+//! 5. [`OperationSettlement`] runs after the future is destroyed: the owner
+//!    accounts the task (`completed`; `cancelled` for the three stop
+//!    conditions; `panicked`; `aborted`) and removes its record, then the
+//!    operation counts the outcome, calls the observer, and releases its
+//!    admission (waking idle waiters at zero, and giving the owner back when
+//!    that release made it idle: dropped last, as it may be the group's last
+//!    reference).
+//! 6. An operation task's Tokio cell is 256 bytes even for a trivial future:
+//!    the wrapper is over 24 bytes and Tokio's task stage is `repr(C)`
+//!    (discriminant plus the larger of future and output), so it takes the
+//!    next 128-byte size class. Packing the ticket and dropping the
+//!    `draining` flag would still leave it over 24 bytes.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,16 +1,28 @@
 //! Waiting for an operation: settle, abort at the deadline, confirm.
 //!
-//! Every wait checks the owner first: a group other than the bound owner
-//! fails with `internal_failure(OperationOwner)` and changes nothing. The
-//! wait succeeds only when the active count is zero, which (see the
-//! settlement order in [`crate::operation`]) means the owner lists no task
-//! of the operation, including tasks accepted while waiting. At the
-//! deadline the remaining tasks are aborted through the owner's task table
-//! (explicit aborts: `aborted` in reports, never `timed_out`).
+//! Invariants:
 //!
-//! `wait*` do not close admission: a task accepted while the abort walks
-//! the table may escape it (the wait still returns `false`). Close
-//! admission first, or use `wait_with_policy`, for a hard stop.
+//! 1. Every wait checks the owner first (waiting out a first submission in
+//!    progress) and again before aborting: a group other than the bound owner
+//!    fails with `internal_failure(OperationOwner)` and changes nothing.
+//!    Waits that close or cancel (`wait_with_policy`, `cancel_and_wait*`)
+//!    check the owner under the binding lock together with the close
+//!    (`close_for`), so no other group binds in between.
+//! 2. A wait registers as an idle watcher in the gate's state word before it
+//!    reads the count, and succeeds only when the active count is zero, which
+//!    (see the settlement order in [`crate::operation`]) means the owner lists
+//!    no task of the operation, including tasks accepted while waiting.
+//! 3. At the deadline the remaining tasks are aborted through the owner's task
+//!    table by their operation tag (`abort_matching`: explicit aborts,
+//!    `aborted` in reports, never `timed_out`).
+//! 4. `wait_until` never waits past its deadline; `wait(timeout)` confirms the
+//!    aborts for at most 1 s more (`ABORT_CONFIRMATION`), counted from the
+//!    timeout, not from the abort.
+//! 5. `wait*` do not close admission: a task accepted while the abort walks
+//!    the table may escape it (the wait still returns `false`). Close
+//!    admission first, or use `wait_with_policy`, for a hard stop: it stores
+//!    the aborting mark before its walk, so a task admitted before the close
+//!    but still registering aborts itself (see `gate.rs`).
 
 use std::time::Duration;
 

@@ -2,6 +2,30 @@
 //! of limits, a handle on one of its levels (where children are derived and
 //! reservations are made), and one reservation held at every level of its
 //! budget's chain until dropped, resized, promoted or moved.
+//!
+//! Invariants (the level mechanics are in `tree.rs`):
+//!
+//! 1. Limits are validated before a level exists (see `types.rs`): a child
+//!    fits its parent in every dimension.
+//! 2. An acquisition reserves one count and its bytes root → leaf, then
+//!    checks the dynamic gates; a refusal leaves every level as it was.
+//! 3. A permit releases every level of its chain exactly once, when dropped
+//!    (or hands its reservation to a queue entry, which then owns it).
+//! 4. `try_resize` growth reserves only the delta at every level (no count,
+//!    no rate token) and re-checks the gates after reserving, so growth racing
+//!    a close is charged before it or refused; shrinking always succeeds. A
+//!    refused resize leaves the permit unchanged.
+//! 5. `try_rebind` checks the whole target chain (the permit's own budget
+//!    included), reserves the target-only levels first, re-checks the gates,
+//!    and only then releases the source-only levels; the common ancestors'
+//!    reservations stay. A rebind racing the target's close is charged before
+//!    it or refused, the permit staying where it was (loom-modelled). A target
+//!    in another tree is a contract violation.
+//! 6. Rate tokens follow admitted work: a permit records the depth down to
+//!    which its chain holds its token (all levels when acquired, only the
+//!    common ancestors after a rebind, none once promoted), so
+//!    `promote_to_control` returns exactly the tokens the permit still holds,
+//!    together with the data-class share.
 
 use std::fmt;
 use std::time::Duration;

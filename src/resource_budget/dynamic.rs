@@ -1,11 +1,18 @@
 //! Dynamic budget keys: children with a closable admission gate and a
 //! generation, registered by name in a bounded per-tree registry.
 //!
-//! Closing a key (or retiring it) closes every handle to it and to its
-//! descendants: their acquisitions and incoming rebinds are refused, while
-//! permits admitted before the close stay charged until dropped. A name is
-//! held until `retire_until` observes zero reservations; only the holder
-//! of that generation can release it.
+//! Invariants:
+//!
+//! 1. One registry per tree, bounded (`DEFAULT_MAX_DYNAMIC_BUDGET_KEYS`
+//!    unless the tree sets its own bound). A name is validated before the
+//!    held-name lookup.
+//! 2. A name maps to the generation holding it until `retire_until` observes
+//!    zero reservations; only the holder of that generation can release it.
+//! 3. Closing a key (or retiring it) closes every handle to it and to its
+//!    descendants: their acquisitions, growth and incoming rebinds are
+//!    refused (the gate is checked after reserving, see `tree.rs`), while
+//!    permits admitted before the close stay charged until dropped. Consumers
+//!    parked on queues built under the key are woken at once.
 
 use std::fmt;
 

@@ -27,18 +27,23 @@
 //!    a warning ([`ProcessMemoryLimit::or_unknown`]), so a developer's
 //!    machine runs without configuration; on Linux it stays an error.
 //!
-//! All files are read through a [`MemoryFileView`], so discovery can be
-//! tested with fixture files ([`ProcessMemoryLimit::detect_with_view`]).
-//! An existing file that cannot be read stops detection with an
-//! [`RuntimeErrorKind::Io`](crate::RuntimeErrorKind::Io) error rather than
-//! silently reporting a larger limit. Only limits the process can see are
-//! discovered. On platforms other than Linux, [`ProcessMemoryLimit::detect`]
-//! consults only the environment variable.
+//! Invariants:
 //!
-//! The detected limit and the chargeable budget are separate numbers:
-//! [`ManagedMemoryBudget::resolve`] derives the managed bytes from the
-//! effective limit (the smaller of the detected and a configured limit) with
-//! a [`ManagedMemoryPolicy`], and keeps the detected limit for reporting.
+//! 1. All files are read through a [`MemoryFileView`], so discovery can be
+//!    tested with fixture files ([`ProcessMemoryLimit::detect_with_view`]).
+//! 2. Parsers skip malformed lines and never panic; `max` and the v1
+//!    unlimited marker are ignored, and the smallest finite limit along the
+//!    membership path wins.
+//! 3. An existing file that cannot be read stops detection with an
+//!    [`RuntimeErrorKind::Io`](crate::RuntimeErrorKind::Io) error rather than
+//!    silently reporting a larger limit. Only limits the process can see are
+//!    discovered. On platforms other than Linux,
+//!    [`ProcessMemoryLimit::detect`] consults only the environment variable.
+//! 4. The detected limit and the chargeable budget are separate numbers:
+//!    [`ManagedMemoryBudget::resolve`] derives the managed bytes from the
+//!    effective limit (the smaller of the detected and a configured limit)
+//!    with a [`ManagedMemoryPolicy`], and keeps the detected limit for
+//!    reporting.
 
 use std::fmt;
 use std::io;

@@ -6,24 +6,46 @@
 //! kept by a [`BudgetedItem`] until it is consumed. Closing lets accepted
 //! items drain and wakes producers and consumers.
 //!
-//! A queued entry holds its reservation without a reference count of its
-//! own (the queue already holds its budget): every path that removes an
-//! entry gives the reservation back (pop, stale drop, coalescing, retain,
-//! close of a slow consumer, and the queue's own drop), and only a
-//! [`BudgetedItem`] turns it into a [`ResourcePermit`].
+//! Invariants:
 //!
-//! Discarded items are dropped after the queue's lock is released, so an
-//! item's destructor may use the queue or close a budget. Their
-//! reservations go back after they are dropped (the budget never shows as
-//! free what a discarded item still occupies), with one exception:
-//! `CoalesceLatest` gives the displaced items' reservations back first, to
-//! admit the replacement in their room under the same lock; the displaced
-//! items are dropped right after, once the replacement is queued.
-//!
-//! A queue built on a closed budget (a closed dynamic key or a descendant
-//! of one) is closed: pushes are refused with
-//! [`QueuePushRejection::Closed`], parked producers and consumers wake,
-//! and accepted items still drain.
+//! 1. Every queued entry holds exactly one reservation (one count and its
+//!    bytes, in its class, on the queue's budget chain), taken at push and
+//!    given back by whichever path removes the entry: a pop (released at
+//!    dequeue, or turned into the [`BudgetedItem`]'s [`ResourcePermit`]), a
+//!    stale drop, coalescing, `retain`, a slow-consumer close, or the queue's
+//!    own drop (`Drop for QueueInner`).
+//! 2. Entries hold no reference count of their own (the queue already holds
+//!    its budget), so a push and a pop move no `Arc` count.
+//! 3. The queue's lock serialises pushes, pops and the destructive policies
+//!    (coalesce, drop-stale, slow-consumer close).
+//! 4. Discarded items are dropped after the queue's lock is released, so an
+//!    item's destructor may use the queue or close a budget. Their
+//!    reservations go back after they are dropped (a `Release` guard, which
+//!    also releases while unwinding), so the budget never shows as free what
+//!    a discarded item still occupies. One exception: `CoalesceLatest` gives
+//!    the displaced items' reservations back first, to admit the replacement
+//!    in their room under the same lock; the displaced items are dropped right
+//!    after, once the replacement is queued.
+//! 5. A push reads the clock before it takes the queue lock and reserves, so
+//!    nothing can fail between a reservation and its entry being queued: a
+//!    panicking user clock leaves nothing reserved and runs under no lock. A
+//!    stamp is raised to the newest queued item's if a push that read the
+//!    clock earlier queues later, so stamps follow queue order (the age
+//!    checks look at the head only).
+//! 6. `retain` restores the unvisited entries (with their charges) if `keep`
+//!    panics, then resumes the panic. A panicking destructor or predicate
+//!    never leaves the accounting wrong.
+//! 7. Closing never discards accepted items (except `CloseSlowConsumer`,
+//!    whose closing is the discard) and wakes readers and the tree's capacity
+//!    waiters. A queue built on a closed budget (a closed dynamic key or a
+//!    descendant of one) is closed: pushes are refused with
+//!    [`QueuePushRejection::Closed`], parked producers and consumers wake, and
+//!    accepted items still drain.
+//! 8. A parked consumer counts itself in `readers_waiting` before it enables
+//!    its notification and re-checks the queue; a push notifies only when
+//!    that count is non-zero, read after the queue lock is released, so no
+//!    wake-up is lost and an unwatched push notifies nobody.
+//! 9. Producers waiting for capacity follow the protocol in `waiting.rs`.
 
 use std::collections::VecDeque;
 use std::fmt;

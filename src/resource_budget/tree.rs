@@ -1,19 +1,54 @@
-//! The budget tree: levels with atomic bounded counters, reserve-and-
-//! rollback along the ancestor chain, and RAII permits.
+//! The levels of the budget tree: `Node` (one level with atomic bounded
+//! counters, an optional rate and an optional dynamic-key gate), `TreeState`
+//! (what every level of one tree shares: the clock, the release wake-up and
+//! the dynamic-key registry), and reserve-and-rollback along the ancestor
+//! chain. The public handles are in `budget.rs`.
 //!
-//! A reservation walks the chain root → leaf. At each level it raises the
-//! count by one and the bytes by the request with bounded compare-and-swap
-//! loops (a counter is never raised past its limit, so no level ever
-//! exceeds it), then, for data work at a level with a control reserve, the
-//! data-class counters (bounded by `capacity − reserve`), then, only at a
-//! level with a rate, takes a token under that level's lock. A failure at
-//! level k undoes what this request reserved at levels `< k` (and at k; an
-//! undone reservation counts as neither admitted nor released), wakes
-//! capacity waiters (one may have seen the transient use and parked) and
-//! names level k as `exhausted_path`. Dynamic gates are checked after
-//! the whole chain is reserved: a closed gate rolls everything back, so an
-//! acquisition either completed before the close (and stays charged) or is
-//! refused.
+//! Invariants:
+//!
+//! 1. Each level's count and bytes (and, where a control reserve exists, the
+//!    data-class counters, bounded by `capacity − reserve`) only move through
+//!    bounded compare-and-swap (see `usage.rs`): a counter is never raised
+//!    past its limit, so no level ever exceeds it (loom-modelled with two
+//!    acquirers and a release, in both usage representations).
+//! 2. A reservation walks the chain root → leaf. At each level it raises
+//!    count and bytes, then the data-class share for data work, then, only at
+//!    a level with a rate, takes a token under that level's lock: only a
+//!    rated level locks.
+//! 3. A failure at level k undoes exactly what this request reserved at the
+//!    levels above k (and at k); an undone reservation counts as neither
+//!    admitted nor released, and gives back the rate tokens its ancestors
+//!    gave, so a refused request consumes no rate. The refusal wakes capacity
+//!    waiters (one may have seen the transient use and parked) and names
+//!    level k as `exhausted_path`.
+//! 4. Reserve-then-check: dynamic gates are checked after the whole chain is
+//!    reserved, by acquisitions, growth by `try_resize` and rebinds alike; a
+//!    closed gate rolls everything back (tokens included). So each either
+//!    completed before the close (and stays charged, seen by a closer that
+//!    reads the key's use right after closing) or is refused (loom-modelled
+//!    for acquisitions, resize and rebind racing a key close; the models fail
+//!    without the re-check).
+//! 5. The reservation and the gate check are a store-then-load handshake
+//!    across two atomics against a close and the closer's read of the use;
+//!    the real build's single `SeqCst` order makes it correct, but loom
+//!    treats `SeqCst` loads and stores as acquire/release, so both sides call
+//!    `crate::loom::seq_cst_handshake()` (nothing in the normal build, a
+//!    `SeqCst` fence under loom).
+//! 6. Release wake-up: a waiting producer registers on `released`, then arms
+//!    `release_armed`, then re-checks the use; a release lowers the use, then
+//!    clears the flag if set and only then calls `notify_waiters`. Every
+//!    access is `SeqCst`: a re-check that missed a release is followed, in
+//!    the single total order, by that release finding the flag set, or by an
+//!    earlier release that cleared it and woke every registered waiter. A
+//!    parked producer thus costs one wake-up per wait, not one per release.
+//! 7. `fits_now` judges from a read of every level's use without reserving,
+//!    so it leaves no transient use for another waiter to see and wakes
+//!    nobody; rates are not read.
+//! 8. Statistics that no decision reads (`rejected`, `throttled`, `dropped`,
+//!    `coalesced`, slow-consumer closes) are plain atomics even under loom
+//!    (`StatCounter`), so the models explore only the bounded counters.
+//! 9. Dynamic key names are validated (`validate_name`) before the held-name
+//!    lookup.
 
 use std::collections::HashMap;
 use std::fmt;

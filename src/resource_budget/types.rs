@@ -1,4 +1,16 @@
 //! Value types of the budget tree: limits, classes, rejections, clocks.
+//!
+//! Invariants:
+//!
+//! 1. A limit is checked before a level exists, with no side effects:
+//!    positive count and bytes, positive rates and bursts, a control reserve
+//!    within the capacity (a rate reserve only where the level has a rate),
+//!    and a non-zero max age.
+//! 2. A child fits its parent in every dimension: count, bytes, rate (a
+//!    parent with a rate has only rated children) and max age.
+//! 3. A rejection names the budget asked and the level that refused
+//!    (`exhausted_path`), with the reason (a capacity dimension, or a closed
+//!    gate) and the asked budget's full policy.
 
 use std::fmt;
 use std::time::Duration;

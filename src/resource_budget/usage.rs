@@ -1,30 +1,35 @@
 //! A level's current count and bytes, and how many reservations it
 //! admitted and released.
 //!
-//! When both limits fit one 64-bit word together (count in the middle
-//! bits, bytes in the low bits), the pair lives in one atomic: a
-//! reservation is one compare-and-swap, and the two dimensions can never be
-//! observed out of step. When at least [`MIN_RELEASE_BITS`] bits are left
-//! above them, they count releases: a release lowers count and bytes and
-//! raises that counter in the same compare-and-swap, so neither admission
-//! nor release pays for a statistics counter of its own (admitted =
-//! released + current). The field wraps into `carried` under a lock, once
-//! every 2^bits releases, and a snapshot reads `carried` and the word
-//! under that lock, so it never sees a release twice or not at all.
+//! Invariants:
 //!
-//! Otherwise (limits needing more than 58 bits together, for example the
-//! process budget, whose count is unbounded, or more than 64 bits) an
-//! `admitted` counter is raised per admission and each dimension may have
-//! its own atomic: a reservation then takes count first, then bytes,
-//! giving the count back when the bytes do not fit. Either way no
-//! dimension ever exceeds its limit and a refusal leaves the level, its
-//! statistics included, unchanged.
-//!
-//! Every usage access is `SeqCst` (free on x86: the read-modify-writes are
-//! locked instructions and loads plain moves): a waiting producer arms the
-//! tree's release wake-up and then reads the usage, a releaser lowers the
-//! usage and then reads the flag, and only a single total order over those
-//! four accesses guarantees that one of them sees the other.
+//! 1. When both limits' bit widths sum to at most 64, count and bytes live in
+//!    one `AtomicU64` (count in the middle bits, bytes in the low bits): a
+//!    reservation is one bounded compare-and-swap, the two dimensions can
+//!    never be observed out of step, and a rollback is one subtraction that
+//!    never borrows across fields.
+//! 2. Otherwise (for example the process budget, whose count is unbounded)
+//!    each dimension has its own atomic: a reservation takes count first,
+//!    then bytes, giving the count back when the bytes do not fit.
+//! 3. Either way no dimension ever exceeds its limit and a refusal leaves the
+//!    level, its statistics included, unchanged (loom-modelled in both
+//!    representations).
+//! 4. When at least [`MIN_RELEASE_BITS`] bits are left above count and bytes,
+//!    they count releases: a release is one compare-and-swap that lowers count
+//!    and bytes and raises that counter, and admitted = released + current, so
+//!    no statistics counter moves per permit. Narrower words and split levels
+//!    keep an `admitted` counter instead.
+//! 5. A release that would wrap the in-word counter moves it into `carried`
+//!    under a lock (at most once every 2^bits releases); a snapshot reads
+//!    `carried` and the word under the same lock, so it never sees a release
+//!    twice or not at all, nor more released than admitted (loom model with a
+//!    one-bit counter).
+//! 6. A rollback (`undo`) counts as neither an admission nor a release.
+//! 7. Every usage access is `SeqCst` (free on x86: the read-modify-writes are
+//!    locked instructions and loads plain moves): a waiting producer arms the
+//!    tree's release wake-up and then reads the usage, a releaser lowers the
+//!    usage and then reads the flag, and only a single total order over those
+//!    four accesses guarantees that one of them sees the other.
 
 use crate::loom::{AtomicU64, AtomicUsize, Mutex, Ordering, StatCounter};
 use crate::resource_budget::types::BudgetDimension;

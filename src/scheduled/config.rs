@@ -1,5 +1,10 @@
 //! What a schedule is: its timing mode, period, concurrency and missed-tick
 //! policy, and the rule that the two must agree.
+//!
+//! Invariant: `FixedDelay` and `FixedRateNoOverlap` go with `Serial`, and
+//! `FixedRateAllowOverlap` with `Bounded(n)`. A zero period or run limit, a
+//! mismatch, or a controlled schedule whose mode is not fixed delay is
+//! refused with kind `Unsupported` before anything is registered.
 
 use std::num::NonZeroUsize;
 use std::time::Duration;

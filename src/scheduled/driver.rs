@@ -9,12 +9,7 @@
 //!       |----|DDDDDDDD|---p----|DDDDDDDD|---p----
 //! ```
 //!
-//! Fixed rate keeps the absolute grid `i + k·p`. A tick that fires late by
-//! `overdue` stands for `missed = 1 + floor(overdue / p)` ticks; runs start
-//! while run slots are free, the rest go to the missed-tick policy (skipped,
-//! or pending up to its limit), and the next tick is the previous expected
-//! tick `+ missed·p`. Pending runs start as slots free: the driver wakes on
-//! every run settlement while it has pending runs.
+//! Fixed rate keeps the absolute grid `i + k·p`:
 //!
 //! ```text
 //! period 10, runs take 23, serial, CoalesceLatest:
@@ -22,6 +17,28 @@
 //! runs    [0..23)[23..46)[46..69)        (a pending run starts when a slot frees)
 //! pending      1     1(+1 skip) 1   1(+1 skip) 1
 //! ```
+//!
+//! Invariants:
+//!
+//! 1. A tick first reserves a run (see [`metrics`](super::metrics)), then
+//!    creates its future from the factory (one boxed future per run). Fixed
+//!    delay awaits it on the driver; fixed rate spawns it as a tracked task
+//!    (`scheduled-run:{name}`, of the scheduler's group or of its operation).
+//!    A run that cannot be spawned drops its ticket: a failure.
+//! 2. Fixed delay: the next tick is `period` after the run completes (or is
+//!    dropped at its `max_run_time`).
+//! 3. Fixed rate: ticks stay on the grid. A tick that fires late by `overdue`
+//!    stands for `missed = 1 + floor(overdue / p)` ticks; pending runs start
+//!    first while run slots are free, then new runs while slots are free, and
+//!    the rest go to the missed-tick policy (pending up to its limit, or
+//!    skipped); the next tick is the expected one `+ missed·p` (saturating at
+//!    a far-future horizon, never at a passed tick).
+//! 4. Pending runs start as slots free: the driver wakes on every run
+//!    settlement while it has pending runs.
+//! 5. The driver stops at group cancellation only while waiting for a tick
+//!    (a fixed-delay run in progress is not interrupted by it), at a
+//!    controlled `Stop`, or when an operation-bound driver's task wrapper
+//!    drops its future.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,10 +1,14 @@
 //! Per-schedule counters and the run reservation that settles them.
 //!
-//! Every run is reserved before it starts ([`RunTicket`]): the reservation
-//! counts it active (and an overlap if another run is active) and settles
-//! exactly once when the ticket is dropped: `runs` after a normal return,
-//! `failures` otherwise (timeout, panic, cancellation, abort, or a run that
-//! never started). The driver is woken after every settlement.
+//! Invariants:
+//!
+//! 1. Every run is reserved before it exists ([`RunTicket`]): the reservation
+//!    counts it active (and an overlap if another run is active).
+//! 2. The ticket settles exactly once, when it is dropped: `runs` only after
+//!    a normal return, `failures` for everything else (timeout, panic,
+//!    cancellation, abort, or a run that never started).
+//! 3. Every settlement wakes the driver (a stored permit), which then starts
+//!    pending runs.
 
 use std::time::Duration;
 

@@ -26,22 +26,28 @@
 //! `Content-Type: application/json`, `Content-Length`, `Connection: close` and
 //! `Cache-Control: no-store`; one request per connection.
 //!
-//! Limits (invariant 107): at most [`MAX_PROBE_CONNECTIONS`] connection tasks
-//! at a time, each a [`TaskKind::Worker`] task of the server's group. A
-//! permit is taken *before* `accept`, so while 64 connections are open a
-//! further client stays in the kernel's accept backlog (its `connect`
-//! succeeds, its request is not read) until a connection finishes; since
-//! every read and write is bounded by [`PROBE_IO_TIMEOUT`], that wait is
-//! bounded too (about 2 s for clients that send nothing). The request head is
-//! read incrementally, so a head split across many small writes is accepted.
+//! Invariants (invariant 107 of the contract):
 //!
-//! `accept` errors: connection-level ones (`ConnectionAborted`,
-//! `ConnectionReset`, `Interrupted`, `WouldBlock`) are retried at once;
-//! listener-level ones (`InvalidInput`, `NotConnected`, `Unsupported`) mark
-//! the service failed and request an `Internal` shutdown; anything else (for
-//! example `EMFILE`) is treated as resource exhaustion and retried with a
-//! backoff of 10 ms doubling up to 1 s, giving up like a listener-level error
-//! after [`MAX_CONSECUTIVE_ACCEPT_FAILURES`] consecutive failures.
+//! 1. Routes only call lifecycle APIs ([`ServiceLifecycle::is_ready`],
+//!    `request_shutdown`, ...), never its state.
+//! 2. At most [`MAX_PROBE_CONNECTIONS`] connection tasks run at a time,
+//!    each a [`TaskKind::Worker`] task of the server's group. A permit is
+//!    taken *before* `accept`, so while 64 connections are open a further
+//!    client stays in the kernel's accept backlog (its `connect` succeeds,
+//!    its request is not read) until a connection finishes; since every read
+//!    and write is bounded by [`PROBE_IO_TIMEOUT`], that wait is bounded too
+//!    (about 2 s for clients that send nothing).
+//! 3. The request head is read incrementally, up to
+//!    [`MAX_REQUEST_HEAD_BYTES`] (2 KiB), so a head split across many small
+//!    writes is accepted.
+//! 4. `accept` errors: connection-level ones (`ConnectionAborted`,
+//!    `ConnectionReset`, `Interrupted`, `WouldBlock`) are retried at once;
+//!    listener-level ones (`InvalidInput`, `NotConnected`, `Unsupported`)
+//!    mark the service failed and request an `Internal` shutdown; anything
+//!    else (for example `EMFILE`) is treated as resource exhaustion: the
+//!    permit is kept and `accept` is retried after a backoff of 10 ms
+//!    doubling up to 1 s, giving up like a listener-level error only after
+//!    [`MAX_CONSECUTIVE_ACCEPT_FAILURES`] consecutive failures.
 
 use std::io;
 use std::sync::Arc;

@@ -1,12 +1,45 @@
 //! [`ServiceManager`] and [`ServiceTask`]: a wakeup-driven service loop run
 //! as a service task of an owned group, with deadline-bounded shutdown.
 //!
-//! State ownership: the manager's [`ServiceTaskState`] and the generation of
-//! its current run live in one atomic word (`state.rs`); every transition is
-//! a compare-and-swap naming its run, so a run replaced by a newer `start`
-//! cannot overwrite the newer state. The current run (its group, task and
-//! context) sits behind one lock that only `start`, `shutdown` and the
-//! wake/stop requests take, never across an `.await`.
+//! Shutdown (`shutdown_with_interrupt_until`), in order:
+//!
+//! 1. deadline: `earliest(requested, parent-installed)`, else now + 30 s;
+//! 2. under the run lock: compare-and-swap `Starting`/`Running` → `Stopping`
+//!    with the run's generation and take the run record (a concurrent second
+//!    shutdown finds none and returns);
+//! 3. stop request: the context's flag, then a wakeup (a parked
+//!    `wait_for_running` returns);
+//! 4. without interrupt: wait for the loop's task until the deadline, then
+//!    shut the component down until the deadline (or at once, aborting the
+//!    loop, if it is still running). With interrupt: abort the task, confirm
+//!    for `max(remaining, 1 s)`, then shut the component down at once;
+//! 5. keep the component's report as the last report, compare-and-swap
+//!    `Stopping` → `Stopped` for this generation.
+//!
+//! Invariants:
+//!
+//! 1. The manager's [`ServiceTaskState`] and the generation of its current
+//!    run live in one atomic word (`state.rs`); every transition is a
+//!    compare-and-swap naming its run, so a run replaced by a newer `start`
+//!    can neither overwrite the newer state nor see itself running.
+//! 2. The current run (its component, task and context) sits behind one lock
+//!    that only `start`, the `shutdown` family, `make_stop` and `wakeup`
+//!    take, never across an `.await`.
+//! 3. A shutdown waits no later than `earliest(requested, parent-installed)`
+//!    (30 s only when neither exists), except an interrupting one confirming
+//!    its abort for up to 1 s.
+//! 4. A guard owned by the loop's future (`RunExit`) moves its own generation
+//!    `Running`/`Starting` → `Stopped` when the future is dropped, however the
+//!    loop ended (return, panic, abort, also before its first poll); a
+//!    shutdown (`Stopping`) or a newer run keeps the word.
+//! 5. A later `start` first shuts that ended run's component down (waiting at
+//!    most 1 s for the ended task to settle), so its report is not a false
+//!    leak; each stopped run's component report is kept as the last report.
+//! 6. A shutdown future dropped after step 2 completes the stop in its
+//!    guard's `Drop` (`StoppingRun`: immediate component shutdown, report,
+//!    `Stopped`), so the manager never stays `Stopping`.
+//! 7. A refused start (the parent refuses the component, or the component the
+//!    task) restores the previous state.
 
 mod state;
 #[cfg(all(test, loom))]

@@ -1,23 +1,45 @@
 //! Settlement: destroy the future, account the result, publish completion.
 //!
-//! Every tracked future runs inside [`Tracked`]. Whatever ends the task
-//! (return, panic, abort, runtime teardown), the same order holds:
+//! Every tracked future runs inside [`Tracked`], one wrapper for every task
+//! kind: the inner future is polled with a reference to its settlement ticket
+//! ([`TrackedFuture`]), and the ticket ([`Settle`]) decides what "account,
+//! then publish" means (a plain task: its group; an operation task: the
+//! group, then the operation).
 //!
-//! 1. the user future is destroyed (`Pin::set(None)`, panics caught);
-//! 2. the result is published on the spawn gate's settlement side (counted
-//!    and the record removed when applied, which every reader does first);
-//! 3. waiters (shutdown, `wait_task`) are notified.
+//! Invariants:
 //!
-//! So a task whose destructor is still running is still registered, and a
-//! counter is never published before the future it describes is gone.
-//!
-//! A panic in the destructor (after the future returned, or while an abort
-//! drops it) is counted `Panicked` like a panic in `poll`, and is resumed
-//! after the settlement, so the task's `JoinHandle` reports it
-//! (`JoinError::is_panic`) in both cases: Tokio catches a panic of an
-//! aborted task's drop as it catches one of its poll. A destructor panic
-//! while the thread is already unwinding is not resumed (that would abort
-//! the process); it is still counted.
+//! 1. Whatever ends the task (return, panic, abort, runtime teardown), the
+//!    same order holds, exactly once per task:
+//!    1. the user future is destroyed in place (`Pin::set(None)`, inside
+//!       `catch_unwind`);
+//!    2. the result is published on the spawn gate's settlement side (a
+//!       panic while the group is open poisons it once; the record is removed
+//!       and counted when the pending list is applied, which every reader
+//!       does first);
+//!    3. idle and per-task waiters (shutdown, `wait_task`) are notified, only
+//!       when someone watches; a poisoning is logged and counted tree-wide;
+//!       a poll panic is then resumed, so Tokio reports it through the
+//!       task's join handle.
+//! 2. So a task whose destructor is still running is still registered, and a
+//!    counter is never published before the future it describes is gone.
+//! 3. A panic in the destructor (after the future returned, or while an abort
+//!    drops it) is counted `Panicked` like a panic in `poll`, and is resumed
+//!    after the settlement, so the task's `JoinHandle` reports it
+//!    (`JoinError::is_panic`) in both cases: Tokio catches a panic of an
+//!    aborted task's drop as it catches one of its poll. A destructor panic
+//!    while the thread is already unwinding is not resumed (that would abort
+//!    the process); it is still counted.
+//! 4. A wrapper reads what its ticket already holds (the owner group, an
+//!    operation) instead of cloning it into the task, so a task holds one
+//!    reference, not one per layer.
+//! 5. The ticket's slot word keeps the slot in its low 28 bits and its own
+//!    flags above them: `STAMPED` records that a group task's start time was
+//!    published at its first `Pending` (see the gate's stamps). A flag in the
+//!    wrapper instead would grow the task's Tokio cell; with the slot and the
+//!    sequence's low 32 bits, a plain task's ticket is 16 bytes, which keeps a
+//!    trivial task's cell in the 128-byte size class.
+//! 6. The wrappers are projected with `pin-project-lite` (already in
+//!    Tokio's dependency tree), so the crate keeps `unsafe_code = "deny"`.
 
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

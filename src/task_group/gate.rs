@@ -7,56 +7,125 @@
 //! | `CLOSED` | rejected with `Closed` | shutdown, after the token is cancelled |
 //! | `COMPLETED` | rejected with `Closed` | shutdown, after the local settlement is cached |
 //!
-//! Poisoning is a separate flag: set once by the settlement of a task that
-//! panicked while the phase was `OPEN`.
+//! Invariants:
 //!
-//! The task table is split into [`SHARDS`] shards, each under its own lock.
-//! A task lives for its whole life in the home shard of the thread that
-//! submitted it (see [`home_shard`]): one submitting thread always uses one
-//! lock and one set of cache lines, while threads submitting into one shared
-//! group spread over the shards instead of queueing on one lock.
-//!
-//! Each shard has two sides on separate cache lines. The *registration
-//! side* (table lock, task table, counters) is taken by submissions,
-//! aborts, walks and reports. The *settlement side* (settle lock, a list of
-//! pending settlements, the settled count) is all a settling task touches:
-//! it appends its result and publishes the count. The pending settlements
-//! are applied to the table (records removed, results counted) by whoever
-//! next takes the table lock to read it (a report, an abort, a walk,
-//! `contains`), by every [`REGISTER_APPLY_EVERY`]th registration, and by a
-//! settler whose shard went idle or holds [`SETTLER_APPLY`] pending
-//! settlements. So the thread that submits and the worker that completes a
-//! task do not trade one lock's cache lines per task; the submitting thread
-//! removes the records it wrote while they are in its cache; and every
-//! reader of records applies first: a pending settlement is invisible
-//! except through the settled count, which is published only after the
-//! task's future is destroyed. (`install` does not apply: it writes a
-//! handle into a record that is live or pending, and a pending record then
-//! gives its handle up when applied.) The pending list is bounded by the
-//! shard's live tasks and keeps its capacity; it is copied out in batches
-//! of [`APPLY_BATCH`], so settlers wait at most for one batch's copy.
-//!
-//! Admission is still serialized with shutdown: a registration reads the
-//! phase while holding its table lock, a settlement deciding poisoning
-//! reads it under its settle lock, and [`Gate::seal`] stores `CLOSING`
-//! while holding every table lock, every settle lock and the child-link
-//! lock. A registration that saw `OPEN` therefore finished before the seal,
-//! and every later walk of the tables (aborts, reports) sees it; a
-//! registration after that sees `CLOSING`. A submission racing a shutdown
-//! is either registered and then waited for, or rejected: never lost.
-//!
-//! Lock order: the child-link lock, then table locks in shard order, then
-//! settle locks in shard order; a settler holds only its settle lock and
-//! releases it before applying (table lock, then settle lock).
-//!
-//! The Tokio handoff happens after the table lock is released; an abort
-//! requested before the task's handle is installed is recorded in the record
-//! and honoured by [`Gate::install`]. Aborts are requested under the table
-//! lock with the handle left in its record (aborting only schedules the
-//! task; its settlement takes the settle lock, and the table lock only
-//! after releasing it, to apply a full batch or an idle shard); the handle
-//! is dropped or retained when the settlement is applied (see
-//! `registry.rs`).
+//! 1. Phases only move forward (`OPEN → CLOSING → CLOSED → COMPLETED`;
+//!    `advance` is a `fetch_max`). Poisoning is a separate flag, set once by
+//!    the settlement of a task that panicked while the phase was `OPEN`.
+//! 2. The task table is split into [`SHARDS`] shards. A task lives for its
+//!    whole life in the home shard of the thread that submitted it (see
+//!    [`home_shard`]: threads are numbered in the order they first submit,
+//!    thread `n` uses shard `n % SHARDS`). One submitting thread always uses
+//!    one lock and one set of cache lines, while threads submitting into one
+//!    shared group spread over the shards instead of queueing on one lock.
+//!    Shards are not picked per task (round robin by sequence): that would
+//!    move another lock's cache lines between the spawning and the completing
+//!    core for every task. Walks (aborts, the seal, reports) visit every
+//!    shard.
+//! 3. Each shard has two sides on separate cache lines. The *registration
+//!    side* (table lock, a `parking_lot` mutex over the slab, its counters and
+//!    the shard's sequence counter; the `registered` count) is taken by
+//!    submissions, aborts, walks and reports. The *settlement side* (settle
+//!    lock over the pending settlements and start stamps; the `settled` count)
+//!    is all a settling task touches. Child links have their own lock. Per
+//!    task: one table lock to register and one to install the handle, both on
+//!    the submitting thread's lines, one settle lock on the completing
+//!    worker's line; no global lock and no group-wide sequence counter.
+//! 4. A registration ([`Gate::register`]) takes its home shard's table lock,
+//!    checks the phase (`OPEN`) and the poison flag, numbers the task from the
+//!    shard's own counter (`next_local * SHARDS + shard + 1`: group-unique,
+//!    never reused, increasing within the shard), inserts the record and
+//!    counts it in `registered`: from then on `contains_task`, `task_count`
+//!    and any shutdown that seals later see it. Every
+//!    [`REGISTER_APPLY_EVERY`]th registration of a shard (and one that finds
+//!    the table full) first applies the shard's pending stamps and
+//!    settlements, so the submitting thread removes the records it wrote while
+//!    they are in its cache. A registration also takes one retained handle of
+//!    a removed record and drops it after its lock (see `registry.rs`). It
+//!    never waits for a settlement: the two sides have separate locks.
+//! 5. The Tokio handoff happens after the table lock is released, and
+//!    [`Gate::install`] then stores the task's join handle (an abort handle
+//!    when the caller keeps the join handle); an abort requested in between
+//!    (by `abort_task` or a shutdown deadline) is recorded in the record and
+//!    honoured there. The lock is not held across Tokio's spawn: a runtime
+//!    that is shutting down drops the future inside `spawn`, and its
+//!    destructor (or its settlement, or an operation observer) may spawn into
+//!    the same group from the same thread, which would deadlock on the table
+//!    lock. `install` does not apply pending settlements: it writes a handle
+//!    into a record that is live or pending, and a pending record gives its
+//!    handle up when applied.
+//! 6. A settlement ([`Gate::settle`]) only appends its result to the pending
+//!    list under its settle lock, poisons the group if it panicked while
+//!    `OPEN` (once), and raises `settled`. The settled count is published only
+//!    after the task's future is destroyed, and a pending settlement is
+//!    invisible except through that count.
+//! 7. Idleness: when `settled` catches up with the last `registered` count
+//!    the settler read, a `SeqCst` fence, then the shard's and the other
+//!    shards' counts decide whether the group is idle. Of two last
+//!    settlements in different shards at least one reads the other's count
+//!    after it rose, so the group's idleness is always reported, and an idle
+//!    watcher registered before the last settlement is seen (loom-modelled,
+//!    also for a shard that skipped its idle check below a known count).
+//! 8. Live = `registered − settled`, with `settled` read first, so it never
+//!    underflows. `len` (`task_count`) takes every table lock, in shard
+//!    order, while the gate is open: a task on one shard may register another
+//!    on a shard already read and then settle, so a lock-free sum could read
+//!    zero for a group that was never empty (loom-modelled). Once sealed the
+//!    counts only fall and the lock-free sum is read.
+//! 9. The pending list is applied to the table (records removed, results
+//!    counted, a deadline-aborted task that did not complete counted as a
+//!    timeout): by every reader first (abort, walk, `contains`, report), under
+//!    its table lock; by every `REGISTER_APPLY_EVERY`th registration; by a
+//!    settler whose shard went idle (at once: it trims the table); and by a
+//!    settler once [`SETTLER_APPLY`] settlements or stamps wait, only if the
+//!    table lock is free (`try_lock`). A settler that finds the table locked
+//!    leaves its batch to the holder instead of queueing behind it
+//!    (loom-modelled). Settlers do not apply every batch themselves: a
+//!    completing worker would pull the records' cache lines over and the next
+//!    registration, reusing those slots first, would pull them back.
+//! 10. A settlement published while a reader holds the table lock stays
+//!     pending, exactly like a task that is settling but not yet counted: no
+//!     reader sees a settled task as live or counts it twice (loom-modelled
+//!     against a deadline walk and a report).
+//! 11. A group task's start time is published like a settlement: a *stamp*
+//!     appended by its first poll that returned `Pending`, applied before the
+//!     settlements of the same application, so it never lands on the task
+//!     that reuses the slot, and a stamp whose record is gone is dropped
+//!     (loom-modelled). The submitting thread reads no clock; a task that
+//!     completes in its first poll never needs a start time. The price: a
+//!     remaining task's `elapsed` counts from its first `Pending`, and a task
+//!     Tokio has not polled yet reports none.
+//! 12. [`Gate::seal`] stores `CLOSING` while holding the child-link lock,
+//!     every table lock and every settle lock, and seals every table (no more
+//!     compaction or handle retention). A registration reads the phase under
+//!     its table lock and a settlement deciding poisoning reads it under its
+//!     settle lock, so each is wholly before or wholly after the seal: a
+//!     submission racing a shutdown is registered before the seal (then waited
+//!     for or aborted) or rejected with `Closed`, never lost; a panic poisons
+//!     only if it settled before the seal, and never after an observer saw the
+//!     group sealed and unpoisoned (loom-modelled).
+//! 13. Lock order: the child-link lock, then table locks in shard order, then
+//!     settle locks in shard order. A settler holds only its settle lock and
+//!     releases it before applying (table lock, then settle lock for each
+//!     batch copy). Freed handles and chunks are dropped after the table lock.
+//! 14. Aborts are requested in place under the table lock, the handle staying
+//!     in its record (aborting only schedules the task: Tokio never polls or
+//!     drops a future inside `abort`, and the task's settlement takes its
+//!     settle lock, and the table lock only after releasing it). A walk
+//!     (`abort_matching`) locks each shard in batches of `ABORT_BATCH` (256)
+//!     records per hold while the aborted tasks settle concurrently; its bound
+//!     is per shard: the tasks the shard numbered before the walk first locked
+//!     it, which on a sealed gate is every task.
+//! 15. Memory: the pending settlements and stamps are bounded by the shard's
+//!     live tasks, copied out in batches of [`APPLY_BATCH`] (so settlers wait
+//!     at most for one batch's copy), and keep their capacity; a shard's table
+//!     keeps one chunk once it has held a task, and at most `RETAINED_HANDLES`
+//!     handles of finished tasks (see `registry.rs`).
+//! 16. Under loom the models run against this very `Gate` (generic over the
+//!     abort handle so a model can record aborts); registrations rotate over
+//!     the shards, settlers apply at two pending entries, batches copy one
+//!     entry and every registration applies, so the models reach every
+//!     application path.
 
 use std::collections::HashMap;
 

@@ -1,4 +1,13 @@
 //! Task and group identity: ids, names, kinds and states.
+//!
+//! Invariants:
+//!
+//! 1. A `TaskGroupId` comes from one process-wide counter (a `std` atomic even
+//!    under loom, which cannot initialise statics), so no two groups of the
+//!    process share an id.
+//! 2. `TaskId` equality includes the issuing group: an id from another group
+//!    is never found, aborted or waited for. Within a group the sequence is
+//!    never reused; the slot is derived from it and not part of identity.
 
 use std::borrow::Cow;
 use std::fmt;

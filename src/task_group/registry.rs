@@ -1,29 +1,56 @@
-//! The task table of one group: an O(1) slab of task records.
+//! The task table of one shard of a group's spawn gate: an O(1) slab of task
+//! records.
 //!
-//! A record is inserted under the group's spawn gate and removed when the
-//! task's own settlement is applied (see `gate.rs`: a settlement is
-//! published first and applied before any reader looks). The table grows in
-//! fixed chunks that never move (growing never copies live records). A
-//! record is split into a 24-byte hot part (sequence, flags, the task's
-//! join or abort handle) that every spawn, abort and settlement touches,
-//! and a cold part (name, kind, start time, operation) that only
-//! registration, start stamps and reports touch. Slots are
-//! reused; the per-group sequence number (never reused) is stored in the
-//! record, so a stale [`TaskId`](crate::TaskId) never matches a newer task in
-//! the same slot.
+//! Invariants:
 //!
-//! While the table is open, the handles of removed records wait in a
-//! small ring ([`RETAINED_HANDLES`] at most) and every registration takes
-//! one out to drop after its lock. A handle is the last reference to the
-//! finished task's Tokio cell, so the cell is freed on the submitting
-//! thread that allocated it, not on the worker that completed the task:
-//! glibc's allocator then takes no arena lock across threads, a lock that
-//! otherwise shows up on every completion. The ring bounds what finished
-//! tasks keep alive (a
-//! cell is about the size of the task's future, up to 16 KiB); only when
-//! settlements outrun registrations by more than the ring does the remover
-//! drop the oldest handle itself. A sealed table hands handles back at
-//! removal (no registration will take them).
+//! 1. A record is inserted under the group's spawn gate and removed only when
+//!    the task's own settlement is applied (see `gate.rs`: a settlement is
+//!    published first and applied before any reader looks). A settlement
+//!    ticket carries the slot and the low 32 bits of the sequence
+//!    ([`SeqCheck`]), so only its own settlement removes a record.
+//! 2. The table grows in fixed chunks of `CHUNK_SLOTS` (12) slots that never
+//!    move: growing never copies live records. Twelve slots keep a chunk
+//!    under 1 KiB, the size from which glibc's allocator starts consolidating
+//!    freed blocks.
+//! 3. A record is split into a 24-byte hot part (sequence, abort flags, and
+//!    the task's join handle, or an abort handle when `spawn_with_handle`
+//!    gave the join handle to its caller) that every spawn, abort and
+//!    settlement touches, and a cold part (name, kind, start time, operation
+//!    tag) that only registration, start stamps, reports and operation aborts
+//!    touch. Tasks that settle in spawn order share hot lines.
+//! 4. Slots are reused; the per-group sequence number (never reused) is
+//!    stored in the record, so a stale [`TaskId`](crate::TaskId) never
+//!    matches a newer task in the same slot.
+//! 5. A settled task's heap name is released when its settlement is applied;
+//!    the rest of the cold part (a `&'static str` name included) stays in
+//!    place until the slot is reused.
+//! 6. While the table is open, the handles of removed records wait in a ring
+//!    of at most [`RETAINED_HANDLES`] (128) and every registration takes one
+//!    out to drop after its lock. A handle is the last reference to the
+//!    finished task's Tokio cell, which the submitting thread allocated; freed
+//!    there, glibc's allocator takes no arena lock across threads, a lock that
+//!    otherwise shows up on every completion. The ring bounds what finished
+//!    tasks keep alive (a cell is about the size of the task's future, up to
+//!    16 KiB, and a panicked task's payload stays in it until its join handle
+//!    is dropped); only when settlements outrun registrations by more than the
+//!    ring does the remover drop the oldest handle itself. A bounded ring,
+//!    unlike handles kept in vacant slots or a per-slot cap, neither grows
+//!    without limit nor gets stuck on slots nobody reuses.
+//! 7. A removal that empties the table restarts it at slot 0, keeps one chunk
+//!    and `IDLE_RETAINED_HANDLES` (16) handles, and hands the rest back with
+//!    the chunks it frees; they are dropped after the table lock.
+//! 8. A large table (at least `COMPACT_MIN_SLOTS`, 1,024, slots) with at most
+//!    a quarter of its slots live compacts: the chunks above the highest live
+//!    slot are freed and the free list is rebuilt lowest-slot-first (live
+//!    records never move: their ids encode the slot). Compaction runs again
+//!    only after the live count halves, so its O(slots) scan is amortized.
+//!    When no chunk can be freed (a live record sits in the last chunk, as
+//!    when tasks settle in spawn order) the check stops after the free slots
+//!    above that record (fewer than one chunk) and nothing is rebuilt.
+//! 9. A table compacts and retains handles only while its group admits
+//!    tasks: the seal stops both (a draining table empties and restarts
+//!    anyway), and a sealed table hands handles back at removal (no
+//!    registration will take them).
 
 use std::collections::VecDeque;
 

@@ -1,4 +1,34 @@
 //! Spawn paths: register under the gate, hand to Tokio, install the handle.
+//!
+//! Invariants:
+//!
+//! 1. Every submission runs the same three steps: register under the gate
+//!    (`register_task`: the phase and poison checks, the record, its
+//!    sequence), release the gate, hand the wrapped future to Tokio through
+//!    the owner's runtime handle (so spawning works from outside the runtime
+//!    too), then install the task's join handle in its record (an abort
+//!    handle for `spawn_with_handle`, whose caller keeps the join handle). An
+//!    abort requested between registration and installation is recorded and
+//!    honoured at installation. Nothing may fail between the registration and
+//!    the launch.
+//! 2. The launch holds no lock: on a runtime that is shutting down Tokio
+//!    drops the future inside `spawn`, on the caller's thread, and its
+//!    destructor, its settlement or an operation observer may take the same
+//!    locks or spawn into the same group.
+//! 3. The record keeps the task's own join handle rather than a per-task
+//!    cancellation token, so aborting never needs the future's cooperation;
+//!    keeping the join handle (instead of cloning an abort handle and dropping
+//!    the join handle at spawn) saves two atomic read-modify-writes on the
+//!    task's cell per spawn. Because the handle is held, Tokio keeps a
+//!    panicked task's payload in its cell until the record's handle is
+//!    dropped (see `registry.rs` for when).
+//! 4. A plain spawn reads no clock: its start time is stamped by the task's
+//!    first `Pending` (see `completion.rs`); an operation task's is its
+//!    submission time, since its submission reads the clock anyway.
+//! 5. Futures over the 16 KiB inline limit are boxed before they are wrapped
+//!    (`crate::inline`).
+//! 6. Spawn and child-creation paths are `#[track_caller]`, so a `Closed` or
+//!    `Poisoned` error's `location()` is the caller's line.
 
 use std::future::Future;
 use std::time::Duration;

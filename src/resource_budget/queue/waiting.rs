@@ -1,6 +1,30 @@
 //! `push_until`: a push that waits for capacity until its deadline under
 //! `FullPolicy::WaitUntilDeadline`, woken by releases anywhere in the tree
 //! (through the tree's armed release notification) or by a close.
+//!
+//! Invariants:
+//!
+//! 1. A waiting producer registers on the tree's `released` notification,
+//!    then arms `release_armed`, then re-checks by *reading* the chain's use
+//!    (`Node::fits_now`), and tries only when the item fits or the queue or
+//!    budget is closed. Nothing is reserved while it waits.
+//! 2. It must not try on a visibly full chain: a refused reservation rolls
+//!    back and wakes every armed waiter (another waiter may have parked on
+//!    the transient use), so a waiter that tried there would wake itself
+//!    forever. A retry that loses the room to another reservation yields and
+//!    checks its deadline before it looks again.
+//! 3. The price of waking on rollbacks: any refused reservation in the tree
+//!    (a `Reject` push, a rate refusal) wakes every armed waiter, and with N
+//!    waiters one freed slot can cost O(N²) wake-ups, each a read-only look.
+//!    A release, in turn, wakes only when a waiter armed since the last wake
+//!    (see `tree.rs`), so a parked producer costs one wake-up per wait, not
+//!    one per release.
+//! 4. A closed budget ends the wait: its capacity refusal is returned instead
+//!    of waiting for room it would refuse again (the gates are checked only
+//!    once the chain is reserved). An item that can never fit, or a rate
+//!    refusal, is refused at once.
+//! 5. Only the final outcome of the whole wait counts as a refusal; one timer
+//!    serves the whole wait.
 
 use tokio::time::Instant;
 

@@ -1,8 +1,16 @@
 //! The `ServiceTaskState` word: the state in the low byte, the run
-//! generation above it, in one atomic so that every transition names the
-//! run it belongs to. A run replaced by a newer `start` carries an older
-//! generation: its compare-and-swap fails, so it can neither overwrite the
-//! newer state nor mistake itself for running.
+//! generation above it, in one `AtomicU64`, so that every transition names the
+//! run it belongs to.
+//!
+//! Invariants:
+//!
+//! 1. `start` takes a new generation only from `NotStarted` or `Stopped`
+//!    (of two racing starts exactly one wins; loom-modelled).
+//! 2. Every other transition is a compare-and-swap naming its generation. A
+//!    run replaced by a newer `start` carries an older generation: its
+//!    compare-and-swap fails, so it can neither overwrite the newer state nor
+//!    mistake itself for running (loom-modelled with a loop returning on its
+//!    own while a shutdown stops it and a restart begins).
 
 use crate::loom::{AtomicU64, Ordering};
 

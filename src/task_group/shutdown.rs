@@ -368,7 +368,9 @@ impl TaskGroup {
             if root.tree_root && root.report.get().is_none() {
                 // The tree's blocking closures are evidence only if they
                 // outlive the deadline, not if they were exiting.
-                let deadline = root.deadline().map_or(deadline, ShutdownDeadline::from_tokio);
+                let deadline = root
+                    .deadline()
+                    .map_or(deadline, ShutdownDeadline::from_tokio);
                 root.tree.await_blocking_exits(deadline).await;
             }
             cache_report(root, started)

@@ -109,6 +109,11 @@ pub use task_spawner::TaskSpawner;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The Chinese README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README-zh_cn.md")]
+pub struct ReadmeZhDoctests;
+
 /// The migration guide's "after" examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../MIGRATION.md")]

@@ -14,7 +14,6 @@
 //! notifiers only notify while someone watches hold a [`Watch`] on the
 //! notifier's watcher count.
 
-use futures::future::OptionFuture;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -39,6 +38,9 @@ pub(crate) async fn wait_for<T>(
     expiry: Option<Expiry<'_>>,
     mut check: impl FnMut() -> Option<T>,
 ) -> Option<T> {
+    let Some(expiry) = expiry else {
+        return Some(notified_by(notify, also, check).await);
+    };
     loop {
         let first = notify.notified();
         let second = also.map(Notify::notified);
@@ -50,20 +52,26 @@ pub(crate) async fn wait_for<T>(
         if let Some(value) = check() {
             return Some(value);
         }
-        let timer = match expiry {
-            Some(expiry) if expiry.deadline.is_expired() => return None,
-            Some(expiry) => Some(sleep_until_on(
-                expiry.deadline.tokio_instant(),
-                expiry.runtime,
-            )),
-            None => None,
-        };
-        tokio::pin!(timer);
-        tokio::select! {
-            biased;
-            () = &mut first => {}
-            Some(()) = OptionFuture::from(second.as_mut().as_pin_mut()) => {}
-            Some(()) = OptionFuture::from(timer.as_mut().as_pin_mut()) => return None,
+        if expiry.deadline.is_expired() {
+            return None;
+        }
+        let timer = sleep_until_on(expiry.deadline.tokio_instant(), expiry.runtime);
+        match second.as_pin_mut() {
+            None => {
+                tokio::select! {
+                    biased;
+                    () = first => {}
+                    () = timer => return None,
+                }
+            }
+            Some(second) => {
+                tokio::select! {
+                    biased;
+                    () = first => {}
+                    () = second => {}
+                    () = timer => return None,
+                }
+            }
         }
     }
 }
@@ -87,10 +95,28 @@ async fn notified_by<T>(
     also: Option<&Notify>,
     mut check: impl FnMut() -> Option<T>,
 ) -> T {
+    // The same protocol as `wait_for`, without a timer in the future's
+    // state: a plain wait (a parked queue consumer) stays small.
     loop {
-        // Without an expiry the wait only ends with a value.
-        if let Some(value) = wait_for(notify, also, None, &mut check).await {
+        let first = notify.notified();
+        let second = also.map(Notify::notified);
+        tokio::pin!(first, second);
+        first.as_mut().enable();
+        if let Some(second) = second.as_mut().as_pin_mut() {
+            second.enable();
+        }
+        if let Some(value) = check() {
             return value;
+        }
+        match second.as_pin_mut() {
+            None => first.await,
+            Some(second) => {
+                tokio::select! {
+                    biased;
+                    () = first => {}
+                    () = second => {}
+                }
+            }
         }
     }
 }

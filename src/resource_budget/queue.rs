@@ -237,11 +237,18 @@ impl<T> BudgetedQueue<T> {
         let now = self.now();
         // Declared before the guard: dropped after the lock is released.
         let mut discarded = Discarded::new(&inner.budget.node);
+        let policy = self.policy();
         let mut state = inner.state.lock();
-        if state.closed || inner.budget.is_closed() {
+        // A closed budget refuses the reservation below (as `Closed`); the
+        // policies that discard before reserving must not run on it.
+        if state.closed
+            || (matches!(
+                policy,
+                FullPolicy::DropStale | FullPolicy::CloseSlowConsumer
+            ) && inner.budget.is_closed())
+        {
             return self.reject(item, QueuePushRejection::Closed);
         }
-        let policy = self.policy();
         let dropped = match policy {
             FullPolicy::DropStale => self.drop_stale(&mut state, now, &mut discarded),
             FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
@@ -264,7 +271,12 @@ impl<T> BudgetedQueue<T> {
                     inner.throttled.fetch_add(1, Ordering::Relaxed);
                 }
                 match policy {
-                    _ if rejection.is_closed() => self.reject(item, QueuePushRejection::Closed),
+                    // A full budget behind a closed gate refuses by
+                    // capacity (gates are checked once the chain is
+                    // reserved): closed is closed, whatever the policy.
+                    _ if rejection.is_closed() || inner.budget.is_closed() => {
+                        self.reject(item, QueuePushRejection::Closed)
+                    }
                     FullPolicy::CoalesceLatest
                         if self.coalescible(&rejection, charge.bytes(), charge.class()) =>
                     {

@@ -11,6 +11,17 @@ use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetRejection, PermitRebindOutcome};
 use crate::resource_budget::ResourcePermit;
 
+/// Moves a producer's permit onto `node` (out of line: the plain
+/// reservation is the hot path of a push).
+#[cold]
+#[inline(never)]
+fn take_permit(permit: &mut ResourcePermit, node: &Arc<Node>) -> Result<(), BudgetRejection> {
+    match permit.rebind_in_tree(node) {
+        PermitRebindOutcome::Rebound | PermitRebindOutcome::Unchanged => Ok(()),
+        PermitRebindOutcome::Rejected(rejection) => Err(rejection),
+    }
+}
+
 /// What pays for a pushed item.
 pub(super) enum Charge {
     /// A reservation to make on the queue's budget; a capacity refusal is
@@ -27,6 +38,7 @@ pub(super) enum Charge {
 }
 
 impl Charge {
+    #[inline]
     pub(super) fn reserve(bytes: usize, class: BudgetClass, counted: bool) -> Self {
         Self::Reserve {
             bytes,
@@ -35,6 +47,7 @@ impl Charge {
         }
     }
 
+    #[inline]
     pub(super) fn bytes(&self) -> usize {
         match self {
             Self::Reserve { bytes, .. } => *bytes,
@@ -42,6 +55,7 @@ impl Charge {
         }
     }
 
+    #[inline]
     pub(super) fn class(&self) -> BudgetClass {
         match self {
             Self::Reserve { class, .. } => *class,
@@ -51,6 +65,7 @@ impl Charge {
 
     /// Puts the charge on `node`; on a refusal nothing changed (a permit
     /// stays where it was).
+    #[inline]
     pub(super) fn take(&mut self, node: &Arc<Node>) -> Result<(), BudgetRejection> {
         match self {
             Self::Reserve {
@@ -62,15 +77,13 @@ impl Charge {
                 *counted = false;
                 reserved
             }
-            Self::Permit(permit) => match permit.rebind_in_tree(node) {
-                PermitRebindOutcome::Rebound | PermitRebindOutcome::Unchanged => Ok(()),
-                PermitRebindOutcome::Rejected(rejection) => Err(rejection),
-            },
+            Self::Permit(permit) => take_permit(permit, node),
         }
     }
 
     /// The reservation a successful [`take`](Self::take) made, for the
     /// entry that now owns it: (bytes, class).
+    #[inline]
     pub(super) fn into_reserved(self) -> (usize, BudgetClass) {
         match self {
             Self::Reserve { bytes, class, .. } => (bytes, class),
@@ -99,29 +112,40 @@ pub(super) struct Release<'a> {
 pub(super) struct Discarded<'a, T> {
     // Field order is drop order: the items, then their reservations.
     items: Vec<T>,
-    release: Release<'a>,
+    node: &'a Node,
+    /// Created by the first discarded item: a push or pop that discards
+    /// nothing (the common case) releases nothing and runs no guard.
+    release: Option<Release<'a>>,
 }
 
 impl<'a, T> Discarded<'a, T> {
+    #[inline]
     pub(super) fn new(node: &'a Node) -> Self {
         Self {
             items: Vec::new(),
-            release: Release::new(node),
+            node,
+            release: None,
         }
     }
 
     pub(super) fn push(&mut self, entry: Entry<T>) {
-        self.release.add(entry.bytes, entry.class);
+        let node = self.node;
+        self.release
+            .get_or_insert_with(|| Release::new(node))
+            .add(entry.bytes, entry.class);
         self.items.push(entry.item);
     }
 
     /// Gives the reservations back now, before the items are dropped.
     pub(super) fn release_now(&mut self) {
-        self.release.flush();
+        if let Some(release) = &mut self.release {
+            release.flush();
+        }
     }
 }
 
 impl<'a> Release<'a> {
+    #[inline]
     pub(super) fn new(node: &'a Node) -> Self {
         Self {
             node,
@@ -130,6 +154,7 @@ impl<'a> Release<'a> {
         }
     }
 
+    #[inline]
     pub(super) fn all<T>(node: &'a Node, entries: &VecDeque<Entry<T>>) -> Self {
         let mut release = Self::new(node);
         for entry in entries {
@@ -138,6 +163,7 @@ impl<'a> Release<'a> {
         release
     }
 
+    #[inline]
     pub(super) fn add(&mut self, bytes: usize, class: BudgetClass) {
         let sum = match class {
             BudgetClass::Data => &mut self.data,
@@ -150,6 +176,7 @@ impl<'a> Release<'a> {
 
 impl Release<'_> {
     /// Gives back what was added so far.
+    #[inline]
     pub(super) fn flush(&mut self) {
         for ((count, bytes), class) in [
             (std::mem::take(&mut self.data), BudgetClass::Data),

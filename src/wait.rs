@@ -41,38 +41,19 @@ pub(crate) async fn wait_for<T>(
     let Some(expiry) = expiry else {
         return Some(notified_by(notify, also, check).await);
     };
-    loop {
-        let first = notify.notified();
-        let second = also.map(Notify::notified);
-        tokio::pin!(first, second);
-        first.as_mut().enable();
-        if let Some(second) = second.as_mut().as_pin_mut() {
-            second.enable();
-        }
-        if let Some(value) = check() {
-            return Some(value);
-        }
-        if expiry.deadline.is_expired() {
-            return None;
-        }
-        let timer = sleep_until_on(expiry.deadline.tokio_instant(), expiry.runtime);
-        match second.as_pin_mut() {
-            None => {
-                tokio::select! {
-                    biased;
-                    () = first => {}
-                    () = timer => return None,
-                }
-            }
-            Some(second) => {
-                tokio::select! {
-                    biased;
-                    () = first => {}
-                    () = second => {}
-                    () = timer => return None,
-                }
-            }
-        }
+    if let Some(value) = check() {
+        return Some(value);
+    }
+    if expiry.deadline.is_expired() {
+        return None;
+    }
+    // The waiter is polled first: a notification that arrives with the
+    // deadline is re-checked before the timer can end the wait.
+    let timer = sleep_until_on(expiry.deadline.tokio_instant(), expiry.runtime);
+    tokio::select! {
+        biased;
+        value = notified_by(notify, also, &mut check) => Some(value),
+        () = timer => None,
     }
 }
 

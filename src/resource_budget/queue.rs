@@ -55,12 +55,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
+use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::{notified_by_either, Watch};
 
 mod charge;
 mod outcome;
+mod policy;
 mod waiting;
 
 use charge::{Charge, Discarded, Release};
@@ -532,68 +533,6 @@ impl<T> BudgetedQueue<T> {
 
     fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {
         QueuePushOutcome::Rejected { item, rejection }
-    }
-
-    /// Whether the oldest item is at least `max_age` old at `now`.
-    fn head_is_stale(&self, state: &QueueState<T>, now: Duration) -> bool {
-        let Some(max_age) = self.inner.budget.limit().max_age else {
-            return false;
-        };
-        state
-            .items
-            .front()
-            .is_some_and(|entry| now.saturating_sub(entry.enqueued_at) >= max_age)
-    }
-
-    /// Moves the items stale at `now` from the head to `discarded`;
-    /// returns how many.
-    fn drop_stale(
-        &self,
-        state: &mut QueueState<T>,
-        now: Duration,
-        discarded: &mut Discarded<'_, T>,
-    ) -> usize {
-        let mut dropped = 0;
-        while self.head_is_stale(state, now) {
-            if let Some(entry) = state.items.pop_front() {
-                state.retained_bytes -= entry.bytes;
-                discarded.push(entry);
-                dropped += 1;
-            }
-        }
-        if dropped > 0 {
-            self.inner.budget.record_dropped(dropped as u64);
-        }
-        dropped
-    }
-
-    /// Whether `CoalesceLatest` may replace the queued state: the queue's
-    /// own level is exhausted in count or bytes and the item fits its class.
-    fn coalescible(&self, rejection: &BudgetRejection, bytes: usize, class: BudgetClass) -> bool {
-        rejection.exhausted_path() == self.inner.budget.path()
-            && matches!(
-                rejection.dimension(),
-                Some(BudgetDimension::Count | BudgetDimension::Bytes)
-            )
-            && self.inner.budget.node.could_fit(bytes, class)
-    }
-
-    /// Moves every queued item to `discarded`; returns how many.
-    fn discard_all(&self, state: &mut QueueState<T>, discarded: &mut Discarded<'_, T>) -> usize {
-        let replaced = state.items.len();
-        state.retained_bytes = 0;
-        for entry in state.items.drain(..) {
-            discarded.push(entry);
-        }
-        replaced
-    }
-
-    fn close_slow_consumer(&self, state: &mut QueueState<T>, discarded: &mut Discarded<'_, T>) {
-        state.closed = true;
-        let dropped = self.discard_all(state, discarded);
-        self.inner.budget.record_dropped(dropped as u64);
-        self.inner.budget.record_slow_consumer_closed();
-        self.wake_all();
     }
 }
 

@@ -137,9 +137,7 @@ use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak}
 use crate::task_group::identity::{TaskEnd, TaskGroupId, TaskKind, TaskName};
 #[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
-use crate::task_group::registry::{
-    AbortTarget, OperationTag, SeqCheck, TaskRecord, TaskTable, MAX_SLOTS,
-};
+use crate::task_group::registry::{AbortTarget, OperationTag, SeqCheck, TaskTable, MAX_SLOTS};
 
 pub(crate) const OPEN: u8 = 0;
 pub(crate) const CLOSING: u8 = 1;
@@ -156,13 +154,11 @@ pub(crate) const COMPLETED: u8 = 3;
 /// one group contend on four locks instead of one.
 pub(crate) const SHARDS: usize = 4;
 
+mod abort;
 mod shard;
 
 use shard::*;
 pub(crate) use shard::{SettleCounters, SettleEffect, SETTLER_APPLY};
-
-/// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
-const ABORT_BATCH: u32 = 256;
 
 /// Why the gate refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,29 +214,6 @@ fn pack(local: u32, shard: usize) -> u32 {
 
 fn unpack(slot: u32) -> (u32, usize) {
     (slot / SHARDS as u32, (slot % SHARDS as u32) as usize)
-}
-
-/// Marks `record` aborted (once) and aborts its task if the handle is
-/// installed (else [`Gate::install`] will). Returns whether this is the
-/// first request.
-///
-/// Called under the table lock: aborting only schedules the task (Tokio
-/// never polls or drops a future inside `abort`), and the task's
-/// settlement takes its settle lock, not this one. The handle stays in the
-/// record until the settlement is applied.
-fn request_abort<H: AbortTarget>(
-    record: &mut TaskRecord<H>,
-    counters: &mut SettleCounters,
-    by_deadline: bool,
-) -> bool {
-    let newly = record.mark_abort(by_deadline);
-    if newly {
-        counters.live_abort_requested += 1;
-    }
-    if let Some(handle) = &record.handle {
-        handle.abort();
-    }
-    newly
 }
 
 impl<H: AbortTarget, C> Gate<H, C> {
@@ -392,72 +365,6 @@ impl<H: AbortTarget, C> Gate<H, C> {
             state.apply_pending(&shard.settle, &mut graveyard);
         }
         drop(graveyard);
-    }
-
-    /// Requests an abort; true iff the task is still registered.
-    pub(crate) fn abort(&self, slot: u32, seq: u64) -> bool {
-        let (local, shard) = unpack(slot);
-        self.with_applied(&self.shards[shard], |state| {
-            match state.table.get_mut(local, seq) {
-                Some(record) => {
-                    request_abort(record, &mut state.counters, false);
-                    true
-                }
-                None => false,
-            }
-        })
-    }
-
-    /// Aborts every registered task (of `operation`, if given); with `by_deadline`
-    /// the tasks not already aborted are marked as deadline aborts. Returns
-    /// how many tasks were newly aborted.
-    ///
-    /// Each shard is walked in batches of [`ABORT_BATCH`] records per lock
-    /// hold; aborted tasks settle concurrently (a settlement takes the
-    /// table lock only to apply a full batch or an idle shard). Every task
-    /// registered when the call starts and not settled when its batch is
-    /// walked is aborted; on a sealed gate (the shutdown paths) that is
-    /// every task.
-    pub(crate) fn abort_matching(
-        &self,
-        by_deadline: bool,
-        operation: Option<OperationTag>,
-    ) -> usize {
-        let mut newly = 0;
-        for shard in self.shards.iter() {
-            let mut next: u32 = 0;
-            // Sequences grow within a shard: the tasks this shard numbered
-            // before the walk first locked it are the ones to abort.
-            let mut last_seq = None;
-            loop {
-                let done = self.with_applied(shard, |state| {
-                    let last_seq = *last_seq.get_or_insert(state.next_local * SHARDS as u64 + 1);
-                    let end = state
-                        .table
-                        .high_water()
-                        .min(next.saturating_add(ABORT_BATCH));
-                    for (record, info) in state.table.records_mut(next..end) {
-                        let matches = operation.is_none()
-                            || info
-                                .as_ref()
-                                .is_some_and(|info| info.operation == operation);
-                        if record.seq() < last_seq && matches {
-                            newly += usize::from(request_abort(
-                                record,
-                                &mut state.counters,
-                                by_deadline,
-                            ));
-                        }
-                    }
-                    next = end;
-                    end >= state.table.high_water()
-                });
-                if done {
-                    break;
-                }
-            }
-        }
-        newly
     }
 
     pub(crate) fn contains(&self, slot: u32, seq: u64) -> bool {

@@ -534,7 +534,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
                 snapshot.counters.add(&state.counters);
                 snapshot.live += state.table.len();
                 let room = limit.saturating_sub(snapshot.listed.len());
-                let listed = state.table.iter().take(room);
+                let listed = state.table.live().take(room);
                 snapshot
                     .listed
                     .extend(listed.map(|(local, record, info)| ListedTask {

@@ -8,16 +8,17 @@
 //!    published first and applied before any reader looks). A settlement
 //!    ticket carries the slot and the low 32 bits of the sequence
 //!    ([`SeqCheck`]), so only its own settlement removes a record.
-//! 2. The table grows in fixed chunks of `CHUNK_SLOTS` (12) slots that never
-//!    move: growing never copies live records. Twelve slots keep a chunk
+//! 2. The table grows in fixed chunks of `CHUNK_SLOTS` (11) slots that never
+//!    move: growing never copies live records. Eleven slots keep a chunk
 //!    under 1 KiB, the size from which glibc's allocator starts consolidating
 //!    freed blocks.
-//! 3. A record is split into a 24-byte hot part (sequence, abort flags, and
-//!    the task's join handle, or an abort handle when `spawn_with_handle`
-//!    gave the join handle to its caller) that every spawn, abort and
-//!    settlement touches, and a cold part (name, kind, start time, operation
-//!    tag) that only registration, start stamps, reports and operation aborts
-//!    touch. Tasks that settle in spawn order share hot lines.
+//! 3. A record is split into a 32-byte hot part (sequence, abort flags, the
+//!    task's join handle, or an abort handle when `spawn_with_handle` gave
+//!    the join handle to its caller, and its links in the live list) that
+//!    every spawn, abort and settlement touches, and a cold part (name,
+//!    kind, start time, operation tag) that only registration, start stamps,
+//!    reports, diagnostics and operation aborts touch. Tasks that settle in
+//!    spawn order share hot lines.
 //! 4. Slots are reused; the per-group sequence number (never reused) is
 //!    stored in the record, so a stale [`TaskId`](crate::TaskId) never
 //!    matches a newer task in the same slot.
@@ -51,6 +52,22 @@
 //!    tasks: the seal stops both (a draining table empties and restarts
 //!    anyway), and a sealed table hands handles back at removal (no
 //!    registration will take them).
+//! 10. Live records form a doubly linked list in registration order (the
+//!     *live list*: `head` is the oldest, `tail` the newest, sequences
+//!     increase along it). Registration appends at the tail and removal
+//!     unlinks, O(1) each and under the table lock registration and
+//!     settlement hold anyway: no extra lock and no clock read. Readers that
+//!     visit live records ([`TaskTable::live`]) follow the list, so a visit
+//!     costs the records it visits, never the vacant slots a burst left
+//!     behind (a sparse table pinned by one high slot is walked in O(live)).
+//! 11. A sealed table (its group no longer admits tasks) stops unlinking:
+//!     it only drains, its slots are never reused, so a removed record
+//!     keeps its links and stays in the list as a *stale entry* until the
+//!     table empties and restarts. Draining in any order (an abort of every
+//!     task settles them out of order) then touches no neighbour record.
+//!     The list still visits at most the records live at the seal, and a
+//!     visitor counts a stale entry as a visited one (see
+//!     [`TaskTable::entries`]), so a bounded walk stays bounded.
 
 use std::collections::VecDeque;
 
@@ -94,7 +111,7 @@ const OWNED_NAME: u64 = 1 << 60;
 /// Sequence bits of an occupied slot's state word.
 pub(crate) const SEQ_MASK: u64 = OWNED_NAME - 1;
 
-/// The hot part of a task's record, 24 bytes: touched by every spawn,
+/// The hot part of a task's record, 32 bytes: touched by every spawn,
 /// abort and settlement. Tasks that settle in spawn order share lines.
 #[derive(Debug)]
 pub(crate) struct TaskRecord<H> {
@@ -104,6 +121,10 @@ pub(crate) struct TaskRecord<H> {
     /// used in place by abort requests; taken at removal (see the module
     /// docs for where it goes).
     pub(crate) handle: Option<H>,
+    /// The previous (older) and next (newer) live records of the live list,
+    /// or [`NIL`]; meaningless in a vacant slot.
+    prev: u32,
+    next: u32,
 }
 
 impl<H> TaskRecord<H> {
@@ -111,6 +132,8 @@ impl<H> TaskRecord<H> {
         Self {
             state: VACANT | u64::from(next_free),
             handle: None,
+            prev: NIL,
+            next: NIL,
         }
     }
 
@@ -224,6 +247,8 @@ pub(crate) const fn seq_check(seq: u64) -> SeqCheck {
 }
 
 const NO_FREE: u32 = u32::MAX;
+/// The end of the live list.
+const NIL: u32 = u32::MAX;
 /// Removed records' handles one table keeps for its registrations to
 /// drop: as many as a settler applies at once (`gate::SETTLER_APPLY`).
 pub(crate) const RETAINED_HANDLES: usize = 128;
@@ -233,10 +258,10 @@ const IDLE_RETAINED_HANDLES: usize = 16;
 /// the slot in a `u32`).
 pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// Slots per chunk. Chunks never move, so growing the table never copies
-/// live records. 12 slots (24-byte hot and 56-byte cold parts) keep a chunk
+/// live records. 11 slots (32-byte hot and 56-byte cold parts) keep a chunk
 /// under 1 KiB, the size from which glibc's allocator starts consolidating
 /// freed blocks.
-const CHUNK_SLOTS: usize = 12;
+const CHUNK_SLOTS: usize = 11;
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
 /// A table at least this large compacts when a quarter or less of its slots
@@ -275,6 +300,11 @@ pub(crate) struct TaskTable<H> {
     /// once sealed: no registration will come).
     retain_handles: bool,
     free_head: u32,
+    /// The oldest and newest live records (the live list), or [`NIL`].
+    head: u32,
+    tail: u32,
+    /// Removal unlinks (false once sealed: see the module docs).
+    unlink_on_remove: bool,
     /// Handles of removed records, oldest first, for registrations to drop
     /// (see the module docs).
     retained: VecDeque<H>,
@@ -290,6 +320,9 @@ impl<H> TaskTable<H> {
             high_water: 0,
             retain_handles: true,
             free_head: NO_FREE,
+            head: NIL,
+            tail: NIL,
+            unlink_on_remove: true,
             retained: VecDeque::new(),
             chunks: Vec::new(),
         }
@@ -303,6 +336,7 @@ impl<H> TaskTable<H> {
     pub(crate) fn seal(&mut self) {
         self.compact_below = 0;
         self.retain_handles = false;
+        self.unlink_on_remove = false;
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -369,9 +403,12 @@ impl<H> TaskTable<H> {
             self.free_head = chunk.hot[index].next_free().unwrap_or(NO_FREE);
         }
         let owned = if name.is_static() { 0 } else { OWNED_NAME };
+        let tail = self.tail;
         let record = &mut chunk.hot[index];
         record.state = (seq & SEQ_MASK) | owned;
         record.handle = None;
+        record.prev = tail;
+        record.next = NIL;
         let retained = self.retained.pop_front();
         // Replaces (and drops) the info a settled task left behind.
         chunk.cold[index] = Some(TaskInfo {
@@ -381,7 +418,35 @@ impl<H> TaskTable<H> {
             operation,
         });
         self.len += 1;
+        // Appended at the tail of the live list.
+        if tail == NIL {
+            self.head = slot;
+        } else {
+            self.linked_mut(tail).next = slot;
+        }
+        self.tail = slot;
         Some((slot, retained))
+    }
+
+    /// The hot part of a live record named by the live list (always
+    /// allocated: live records never leave their chunk).
+    fn linked_mut(&mut self, slot: u32) -> &mut TaskRecord<H> {
+        let (chunk, index) = split(slot);
+        &mut self.chunks[chunk].hot[index]
+    }
+
+    /// Takes the record between `prev` and `next` out of the live list.
+    fn unlink(&mut self, prev: u32, next: u32) {
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.linked_mut(prev).next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.linked_mut(next).prev = prev;
+        }
     }
 
     /// Records when a task started, unless its record already has a start
@@ -417,6 +482,7 @@ impl<H> TaskTable<H> {
             .hot_mut(slot)
             .filter(|record| record.is_occupied_by_check(check))?;
         let owned = record.state & OWNED_NAME != 0;
+        let (prev, next) = (record.prev, record.next);
         let mut handle = record.handle.take();
         let mut removed = Removed {
             abort_requested: record.state & ABORT_REQUESTED != 0,
@@ -425,6 +491,9 @@ impl<H> TaskTable<H> {
             released: Released::default(),
         };
         record.state = VACANT | u64::from(free_head);
+        if self.unlink_on_remove {
+            self.unlink(prev, next);
+        }
         if owned {
             let (chunk, index) = split(slot);
             self.chunks[chunk].cold[index] = None;
@@ -445,6 +514,7 @@ impl<H> TaskTable<H> {
             // churn) and gives back memory beyond a small working set.
             self.free_head = NO_FREE;
             self.high_water = 0;
+            (self.head, self.tail) = (NIL, NIL);
             self.compact_below = usize::MAX;
             removed.released = self.release_chunks(IDLE_RETAINED_CHUNKS);
             let keep = if self.retain_handles {
@@ -513,18 +583,34 @@ impl<H> TaskTable<H> {
         }
     }
 
-    /// Live records (hot and cold parts) in slot order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &TaskRecord<H>, &TaskInfo)> {
-        let high_water = self.high_water as usize;
-        self.chunks
-            .iter()
-            .flat_map(|chunk| chunk.hot.iter().zip(chunk.cold.iter()))
-            .take(high_water)
-            .enumerate()
-            .filter_map(|(slot, (record, info))| match (record.next_free(), info) {
-                (None, Some(info)) => Some((slot as u32, record, info)),
-                _ => None,
-            })
+    /// The live list's entries, oldest first: `Some` for a live record
+    /// (slot, hot and cold parts), `None` for a stale entry of a sealed
+    /// table (see the module docs). Each step costs one entry, whatever the
+    /// vacant slots around it.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = Option<(u32, &TaskRecord<H>, &TaskInfo)>> {
+        let mut next = self.head;
+        std::iter::from_fn(move || {
+            if next == NIL {
+                return None;
+            }
+            let slot = next;
+            let (chunk, index) = split(slot);
+            let chunk = &self.chunks[chunk];
+            let record = &chunk.hot[index];
+            next = record.next;
+            let live = record.state & VACANT == 0;
+            Some(
+                chunk.cold[index]
+                    .as_ref()
+                    .filter(|_| live)
+                    .map(|info| (slot, record, info)),
+            )
+        })
+    }
+
+    /// Live records (slot, hot and cold parts), oldest first.
+    pub(crate) fn live(&self) -> impl Iterator<Item = (u32, &TaskRecord<H>, &TaskInfo)> {
+        self.entries().flatten()
     }
 
     /// Live records (hot part, mutable; cold part) whose slot index lies in
@@ -546,6 +632,10 @@ impl<H> TaskTable<H> {
             .filter(|(record, _)| record.next_free().is_none())
     }
 }
+
+// A chunk of production records stays under 1 KiB (invariant 2).
+const _: () = assert!(std::mem::size_of::<Chunk<TaskHandle>>() < 1024);
+const _: () = assert!(std::mem::size_of::<TaskRecord<TaskHandle>>() == 32);
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -64,7 +64,7 @@ fn growth_crosses_chunks_and_ranges_find_every_record() {
         next = end;
     }
     assert_eq!(seen, table.len());
-    assert_eq!(table.iter().count(), table.len());
+    assert_eq!(table.live().count(), table.len());
     for (seq, slot) in keys.iter().skip(1).step_by(2) {
         assert!(table.remove(*slot, seq_check(*seq)).is_some());
     }
@@ -110,7 +110,7 @@ fn a_table_pinned_by_one_long_lived_task_gives_back_a_burst() {
         "{} chunks retained",
         table.chunks.len()
     );
-    assert_eq!(table.iter().count(), 1);
+    assert_eq!(table.live().count(), 1);
     let next = insert(&mut table);
     assert!(table.contains(next.1, next.0));
     assert_ne!(next.1, pinned.1);
@@ -253,5 +253,96 @@ fn heap_names_are_released_at_settlement() {
         std::sync::Arc::strong_count(&name),
         1,
         "released without reuse"
+    );
+}
+
+/// The live list's sequences, oldest first.
+fn live_seqs(table: &TaskTable<()>) -> Vec<u64> {
+    table.live().map(|(_, record, _)| record.seq()).collect()
+}
+
+#[test]
+fn the_live_list_follows_registration_order_through_removal_and_reuse() {
+    let mut table = TaskTable::new();
+    let mut model: Vec<(u64, u32)> = Vec::new();
+    // A deterministic mix of insertions and removals (head, middle, tail),
+    // checked against a plain vector after every step.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    for step in 0..5_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        if model.is_empty() || state % 3 != 0 {
+            model.push(insert(&mut table));
+        } else {
+            let index = (state >> 8) as usize % model.len();
+            let (seq, slot) = model.remove(index);
+            assert!(table.remove(slot, seq_check(seq)).is_some());
+        }
+        if step % 97 == 0 || model.len() < 3 {
+            let expected: Vec<u64> = model.iter().map(|(seq, _)| *seq).collect();
+            assert_eq!(live_seqs(&table), expected, "after step {step}");
+        }
+    }
+    let expected: Vec<u64> = model.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(live_seqs(&table), expected);
+    let slots: Vec<u32> = table.live().map(|(slot, _, _)| slot).collect();
+    assert_eq!(
+        slots,
+        model.iter().map(|(_, slot)| *slot).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_sparse_table_is_walked_by_its_live_records_only() {
+    let mut table = TaskTable::new();
+    let keys: Vec<(u64, u32)> = (0..4_096).map(|_| insert(&mut table)).collect();
+    // Everything but the three newest tasks settles: the last chunk stays
+    // pinned, so the table keeps its high water.
+    for (seq, slot) in &keys[..4_093] {
+        assert!(table.remove(*slot, seq_check(*seq)).is_some());
+    }
+    assert!(table.high_water() >= 4_093, "pinned by the newest tasks");
+    let expected: Vec<u64> = keys[4_093..].iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(live_seqs(&table), expected);
+    // The walk visits exactly the live records: taking one visits one.
+    assert_eq!(table.live().take(1).count(), 1);
+    for (seq, slot) in &keys[4_093..] {
+        assert!(table.remove(*slot, seq_check(*seq)).is_some());
+    }
+    assert_eq!(table.live().count(), 0);
+    let again = insert(&mut table);
+    assert_eq!(
+        live_seqs(&table),
+        vec![again.0],
+        "an emptied table restarts its list"
+    );
+}
+
+#[test]
+fn a_sealed_table_keeps_stale_entries_until_it_empties() {
+    let mut table = TaskTable::new();
+    let keys: Vec<(u64, u32)> = (0..40).map(|_| insert(&mut table)).collect();
+    table.seal();
+    // Drain out of order: every other task, then the rest.
+    for (seq, slot) in keys.iter().step_by(2) {
+        assert!(table.remove(*slot, seq_check(*seq)).is_some());
+    }
+    let expected: Vec<u64> = keys
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|(seq, _)| *seq)
+        .collect();
+    assert_eq!(live_seqs(&table), expected, "live records, oldest first");
+    assert_eq!(table.entries().count(), 40, "stale entries stay listed");
+    assert_eq!(table.entries().filter(Option::is_none).count(), 20);
+    for (seq, slot) in keys.iter().skip(1).step_by(2) {
+        assert!(table.remove(*slot, seq_check(*seq)).is_some());
+    }
+    assert_eq!(
+        table.entries().count(),
+        0,
+        "an emptied table drops its list"
     );
 }

@@ -118,6 +118,8 @@ impl RuntimeContext {
         }
     }
 
+    crate::service_context::delegate_diagnostics!(root);
+
     /// The harness's root group.
     pub fn root_group(&self) -> &TaskGroup {
         &self.root

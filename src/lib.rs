@@ -38,6 +38,7 @@ mod blocking;
 mod config;
 mod context;
 mod critical;
+pub mod diagnostics;
 mod environment;
 mod error;
 mod inline;
@@ -65,6 +66,7 @@ pub use context::RuntimeContext;
 pub use critical::{
     CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
 };
+pub use diagnostics::*;
 pub use environment::{
     EnvironmentVariable, DRAIN_DELAY_SECONDS_ENV, ENVIRONMENT_VARIABLES, HEALTH_BIND_ADDR_ENV,
     HEALTH_DRAIN_METHODS_ENV, LIVENESS_STALE_SECONDS_ENV, PROCESS_MEMORY_LIMIT_ENV,

@@ -247,6 +247,12 @@ impl RuntimeOwner {
         &self.root
     }
 
+    /// This runtime's diagnostics (the root context's; see
+    /// [`RootServiceContext::diagnostics_view_v1`] for the views).
+    pub fn diagnostics(&self) -> &crate::RuntimeDiagnostics {
+        self.root_context().diagnostics()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &RuntimeConfig {
         &self.config

@@ -6,16 +6,17 @@
 //!    build it, and the owner holds the only one.
 //! 2. Children have no public constructor and cannot become a root
 //!    (compile-fail tested).
-//! 3. All contexts of one owner share one `ContextShared`: the runtime id,
-//!    the managed blocking lanes (one admission budget per owner, whose
+//! 3. All contexts of one owner share one `ContextShared`: the runtime's
+//!    diagnostics (its id), the managed blocking lanes (one admission budget per owner, whose
 //!    tables are registered with the root's tree for its shutdown report) and
 //!    the owner's `RuntimeResources`.
 
 use std::fmt;
 use std::sync::Arc;
 
-use crate::blocking::{ManagedBlocking, ScopedLanes};
+use crate::blocking::{BlockingExecutorSnapshot, ManagedBlocking, ScopedLanes};
 use crate::config::RuntimeConfig;
+use crate::diagnostics::RuntimeDiagnostics;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
 use crate::resources::RuntimeResources;
@@ -97,7 +98,7 @@ static NEXT_RUNTIME_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 /// What every context of one owner (or harness) shares.
 #[derive(Debug)]
 pub(crate) struct ContextShared {
-    runtime_id: Arc<str>,
+    diagnostics: RuntimeDiagnostics,
     /// The managed blocking lanes (one admission budget per owner).
     blocking: Arc<ManagedBlocking>,
     /// The owner's memory limit and process budget.
@@ -122,14 +123,27 @@ impl ContextShared {
             root.register_blocking(table);
         }
         Arc::new(Self {
-            runtime_id: format!("rocketmq-runtime-{n}").into(),
+            diagnostics: RuntimeDiagnostics::new(n),
             blocking,
             resources,
         })
     }
 
     pub(crate) fn runtime_id(&self) -> &str {
-        &self.runtime_id
+        self.diagnostics.runtime_id()
+    }
+
+    pub(crate) fn diagnostics(&self) -> &RuntimeDiagnostics {
+        &self.diagnostics
+    }
+
+    /// Snapshots of the owner's managed lanes, in lane order.
+    pub(crate) fn lane_snapshots(&self) -> Vec<BlockingExecutorSnapshot> {
+        self.blocking
+            .tables()
+            .iter()
+            .map(|table| table.snapshot())
+            .collect()
     }
 
     pub(crate) fn resources(&self) -> &RuntimeResources {
@@ -140,6 +154,80 @@ impl ContextShared {
         &self.blocking
     }
 }
+
+/// The diagnostics methods of a context (root, component or harness) over
+/// its own group (`$group`) and the owner's managed lanes; expects a
+/// `shared: Arc<ContextShared>` field.
+macro_rules! delegate_diagnostics {
+    ($group:ident) => {
+        /// This runtime's diagnostics, shared by every context of the owner.
+        pub fn diagnostics(&self) -> &crate::RuntimeDiagnostics {
+            self.shared.diagnostics()
+        }
+
+        /// Raw figures of this context's group and subtree with the owner's
+        /// blocking lanes: ids and names included, for the process's own
+        /// logs (see [`RuntimeDiagnosticsSnapshot`](crate::RuntimeDiagnosticsSnapshot)).
+        pub fn diagnostics_snapshot(&self) -> crate::RuntimeDiagnosticsSnapshot {
+            self.shared
+                .diagnostics()
+                .snapshot(&self.$group, self.shared.lane_snapshots())
+        }
+
+        /// The sanitized V1 view of this context's subtree and the owner's
+        /// blocking lanes (see [`RuntimeDiagnosticsViewV1`](crate::RuntimeDiagnosticsViewV1)).
+        pub fn diagnostics_view_v1(
+            &self,
+            component: crate::RuntimeComponent,
+        ) -> crate::RuntimeDiagnosticsViewV1 {
+            self.diagnostics_view_v1_with_options(component, Default::default())
+        }
+
+        /// [`diagnostics_view_v1`](Self::diagnostics_view_v1) with explicit
+        /// bounds and long-running threshold.
+        pub fn diagnostics_view_v1_with_options(
+            &self,
+            component: crate::RuntimeComponent,
+            options: crate::RuntimeDiagnosticsViewOptions,
+        ) -> crate::RuntimeDiagnosticsViewV1 {
+            self.shared.diagnostics().view_v1_with_options(
+                component,
+                &self.$group,
+                self.shared.lane_snapshots(),
+                options,
+            )
+        }
+
+        /// The sanitized V2 view of this context's subtree, the owner's
+        /// blocking lanes and `inputs` (see
+        /// [`RuntimeDiagnosticsViewV2`](crate::RuntimeDiagnosticsViewV2)).
+        pub fn diagnostics_view_v2(
+            &self,
+            component: crate::RuntimeComponent,
+            inputs: crate::RuntimeDiagnosticsInputs,
+        ) -> crate::RuntimeDiagnosticsViewV2 {
+            self.diagnostics_view_v2_with_options(component, inputs, Default::default())
+        }
+
+        /// [`diagnostics_view_v2`](Self::diagnostics_view_v2) with explicit
+        /// bounds and the detail list's budgets.
+        pub fn diagnostics_view_v2_with_options(
+            &self,
+            component: crate::RuntimeComponent,
+            inputs: crate::RuntimeDiagnosticsInputs,
+            options: crate::RuntimeDiagnosticsViewOptionsV2,
+        ) -> crate::RuntimeDiagnosticsViewV2 {
+            self.shared.diagnostics().view_v2_with_options(
+                component,
+                &self.$group,
+                self.shared.lane_snapshots(),
+                inputs,
+                options,
+            )
+        }
+    };
+}
+pub(crate) use delegate_diagnostics;
 
 /// Private seal: only this crate can build a root.
 #[derive(Debug)]
@@ -195,6 +283,8 @@ impl RootServiceContext {
     pub fn runtime_id(&self) -> &str {
         self.shared.runtime_id()
     }
+
+    delegate_diagnostics!(group);
 
     /// Creates a component context with its own child task group.
     ///
@@ -346,6 +436,8 @@ impl ChildServiceContext {
     pub fn scheduled_tasks(&self, scope: impl Into<ScopeId>) -> crate::ScheduledTaskGroup {
         crate::ScheduledTaskGroup::new(self.component(scope).task_group().clone())
     }
+
+    delegate_diagnostics!(group);
 
     crate::task_spawner::delegate_spawns!(group);
 }

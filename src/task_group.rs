@@ -14,6 +14,7 @@
 //! | spawn paths | `task_group/submission.rs` | the Tokio handoff happens after the gate; an abort requested before the handle is installed is honoured |
 //! | settlement | `task_group/completion.rs` | destroy the future → publish → notify, exactly once per task |
 //! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
+//! | diagnostic walks (tally, bounded details) | `task_group/diagnostics.rs` | the detail walk examines at most its scan budget of task entries and of child entries |
 //! | ids, names, kinds | `task_group/identity.rs` | a `TaskId` is equal only to an id of the same group and task |
 //! | tree-wide counters, Tokio handle, blocking tables, shutdown reason | `TreeShared` (this file) | see below |
 //!
@@ -49,6 +50,7 @@
 //!    someone watches (see `crate::wait`).
 
 mod completion;
+mod diagnostics;
 mod gate;
 mod identity;
 mod registry;
@@ -72,6 +74,8 @@ pub use identity::*;
 // The narrow interface other subsystems build tracked tasks on
 // (operations, critical tasks): a future polled with its settlement ticket.
 pub(crate) use completion::{Ending, Settle, Ticket, TrackedFuture};
+// The diagnostics module builds its views on these walks.
+pub(crate) use diagnostics::{DetailWalk, ExaminedTask, TaskTally};
 // The operation gate's loom model drives the real task gate.
 #[cfg(loom)]
 pub(crate) use registry::AbortTarget;

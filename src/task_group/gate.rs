@@ -127,7 +127,7 @@
 //!     entry and every registration applies, so the models reach every
 //!     application path.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
@@ -156,6 +156,7 @@ pub(crate) const SHARDS: usize = 4;
 
 mod abort;
 mod shard;
+mod visit;
 
 use shard::*;
 pub(crate) use shard::{SettleCounters, SettleEffect, SETTLER_APPLY};
@@ -202,7 +203,10 @@ pub(crate) struct Gate<H, C> {
 
 #[derive(Debug)]
 struct Children<C> {
-    links: HashMap<TaskGroupId, Weak<C>>,
+    /// Ordered by id (creation order): a bounded visit takes the first
+    /// entries at the cost of the entries it takes, however many children
+    /// came and went (see [`Gate::child_entries`]).
+    links: BTreeMap<TaskGroupId, Weak<C>>,
     /// `component(...)` answers with a closed group while shutting down.
     closed_requests: u64,
 }
@@ -238,7 +242,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             #[cfg(loom)]
             next_home: AtomicUsize::new(0),
             children: Mutex::new(Children {
-                links: HashMap::new(),
+                links: BTreeMap::new(),
                 closed_requests: 0,
             }),
         }
@@ -311,12 +315,22 @@ impl<H: AbortTarget, C> Gate<H, C> {
     }
 
     pub(crate) fn unregister_child(&self, id: TaskGroupId) {
-        let mut children = self.children.lock();
-        children.links.remove(&id);
-        // Give back the map's memory after a burst of short-lived children.
-        if children.links.capacity() > 64 && children.links.len() < children.links.capacity() / 4 {
-            children.links.shrink_to_fit();
-        }
+        self.children.lock().links.remove(&id);
+    }
+
+    /// The first `limit` child entries, oldest first, each with its group
+    /// when it is still alive (`None`: an expired entry whose group is
+    /// being dropped), and whether more entries follow. Costs the entries
+    /// taken.
+    pub(crate) fn child_entries(&self, limit: usize) -> (Vec<Option<crate::loom::Arc<C>>>, bool) {
+        let children = self.children.lock();
+        let taken = children
+            .links
+            .values()
+            .take(limit)
+            .map(Weak::upgrade)
+            .collect();
+        (taken, children.links.len() > limit)
     }
 
     /// Installs the handle (join or abort) of a registered task, honouring an abort

@@ -247,6 +247,19 @@ impl TaskKind {
         TaskKind::Other,
     ];
 
+    /// The position of this kind in [`ALL`](Self::ALL).
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            TaskKind::Service => 0,
+            TaskKind::Worker => 1,
+            TaskKind::ScheduledDriver => 2,
+            TaskKind::ScheduledRun => 3,
+            TaskKind::BlockingReaper => 4,
+            TaskKind::Shutdown => 5,
+            TaskKind::Other => 6,
+        }
+    }
+
     /// The stable wire label (`service`, `worker`, `scheduled_driver`, ...).
     pub const fn as_str(self) -> &'static str {
         match self {

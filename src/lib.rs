@@ -45,6 +45,7 @@ mod inline;
 mod metadata_io;
 mod operation;
 mod owner;
+mod prefetch;
 pub mod prelude;
 mod resource_budget;
 mod resources;

@@ -262,6 +262,10 @@ pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// under 1 KiB, the size from which glibc's allocator starts consolidating
 /// freed blocks.
 const CHUNK_SLOTS: usize = 11;
+/// How many chunks ahead a sequential scan asks the CPU to load (see
+/// `crate::prefetch`: chunks lie among the tasks' own allocations).
+const PREFETCH_AHEAD: usize = 2;
+
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
 /// A table at least this large compacts when a quarter or less of its slots
@@ -611,6 +615,28 @@ impl<H> TaskTable<H> {
     /// Live records (slot, hot and cold parts), oldest first.
     pub(crate) fn live(&self) -> impl Iterator<Item = (u32, &TaskRecord<H>, &TaskInfo)> {
         self.entries().flatten()
+    }
+
+    /// The cold parts of live records in slot order: a sequential scan of
+    /// every slot up to the high water, for visits of every record (no
+    /// dependent loads, unlike the list). Costs the slots, vacant or not.
+    pub(crate) fn occupied(&self) -> impl Iterator<Item = &TaskInfo> {
+        let high_water = self.high_water as usize;
+        let chunks = &self.chunks;
+        chunks
+            .iter()
+            .enumerate()
+            .flat_map(move |(index, chunk)| {
+                if let Some(ahead) = chunks.get(index + PREFETCH_AHEAD) {
+                    crate::prefetch::prefetch(&**ahead);
+                }
+                chunk.hot.iter().zip(chunk.cold.iter())
+            })
+            .take(high_water)
+            .filter_map(|(record, info)| match (record.state & VACANT, info) {
+                (0, Some(info)) => Some(info),
+                _ => None,
+            })
     }
 
     /// Live records (hot part, mutable; cold part) whose slot index lies in

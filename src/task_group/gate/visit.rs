@@ -16,16 +16,15 @@ pub(crate) struct BoundedVisit {
 }
 
 impl<H: AbortTarget, C> Gate<H, C> {
-    /// Calls `visit` for every live task; returns the slots the tables
-    /// hold (live and vacant: what the registry keeps allocated).
+    /// Calls `visit` for every live task, in slot order (a sequential scan:
+    /// the tables' high water, not their live lists); returns the slots the
+    /// tables hold (live and vacant: what the registry keeps allocated).
     pub(crate) fn visit_live(&self, mut visit: impl FnMut(&TaskInfo)) -> usize {
         let mut slots = 0;
         for shard in &self.shards {
             self.with_applied(shard, |state| {
                 slots += state.table.high_water() as usize;
-                for (_, _, info) in state.table.live() {
-                    visit(info);
-                }
+                state.table.occupied().for_each(&mut visit);
             });
         }
         slots

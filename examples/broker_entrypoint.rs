@@ -7,8 +7,10 @@
 //! offset flush on the managed `storage_io()` lane), durable offset
 //! persistence and a critical request worker (one `OperationContext` per
 //! simulated request, drained on shutdown). It runs until SIGTERM, SIGINT,
-//! a `/drainz` request, a critical failure or `--run-for <seconds>`; then,
-//! after the optional drain delay, it shuts the broker, the metadata and
+//! a `/drainz` request, a critical failure or `--run-for <seconds>`; then it
+//! logs a sanitized diagnostics view of what it still owns (one `tracing`
+//! event on stderr) and, after the optional drain delay, shuts the broker,
+//! the metadata and
 //! the runtime down in that order within the one deadline frozen by the
 //! first request, prints the shutdown report (with its reason) as JSON and
 //! exits non-zero if the report is unhealthy or the service failed.
@@ -33,9 +35,10 @@ use std::time::Duration;
 use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
     BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery, CriticalFailureState,
-    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoConfig, RuntimeError,
-    RuntimeErrorKind, RuntimeOperation, ServiceLifecycle, ServiceLifecycleState, ShutdownReason,
-    ShutdownRequest, ENVIRONMENT_VARIABLES,
+    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoConfig, RootServiceContext,
+    RuntimeComponent, RuntimeDiagnosticsInputs, RuntimeDiagnosticsViewOptionsV2, RuntimeError,
+    RuntimeErrorKind, RuntimeOperation, ScheduledTaskGroup, ServiceLifecycle,
+    ServiceLifecycleState, ShutdownReason, ShutdownRequest, ENVIRONMENT_VARIABLES,
 };
 
 /// Command-line arguments.
@@ -96,6 +99,14 @@ fn explain(error: &RuntimeError) -> String {
 /// Reports a failed step and picks the exit code: a refused `ROCKETMQ_*`
 /// value is a usage error (its line names the variable, the value and what
 /// is accepted), anything else a failure.
+/// A startup step failed once the runtime was built: stops what had
+/// started (within 5 s) so that the failure is the one thing reported,
+/// then exits with `exit`.
+fn abandon(owner: RuntimeOwner, exit: ExitCode) -> ExitCode {
+    let _partial_start = owner.shutdown_runtime_blocking_with_timeout(Duration::from_secs(5));
+    exit
+}
+
 fn fail(step: &str, error: &RuntimeError) -> ExitCode {
     match error.context() {
         Some(context) if error.kind() == RuntimeErrorKind::Configuration => {
@@ -188,12 +199,19 @@ async fn wait_for_stop(
     }
 }
 
+/// What the running broker exposes to `main`: its heartbeat count and its
+/// maintenance schedules (for the drain-time diagnostics).
+struct RunningBroker {
+    beats: Arc<AtomicU64>,
+    maintenance: ScheduledTaskGroup,
+}
+
 fn start_broker(
     broker: &ChildServiceContext,
     metadata: &MetadataIoActor,
     failures: &CriticalFailureState,
     data_dir: &Path,
-) -> Result<Arc<AtomicU64>, Box<dyn std::error::Error>> {
+) -> Result<RunningBroker, Box<dyn std::error::Error>> {
     // Consumer offsets are metadata: a JSON table persisted durably (temp
     // file, fsync, atomic rename, directory fsync) several times a second
     // through the metadata actor; snapshots queued while a write runs
@@ -349,10 +367,44 @@ fn start_broker(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })?;
-    Ok(beats)
+    Ok(RunningBroker { beats, maintenance })
+}
+
+/// Logs what the process still owns as it starts draining: a sanitized V2
+/// view (counts, kinds and ages; no names, ids or paths) of the whole tree,
+/// with the maintenance schedules, the metadata actor and a small detail
+/// list, as one JSON field of one `tracing` event.
+fn log_drain_diagnostics(
+    root: &RootServiceContext,
+    broker: &RunningBroker,
+    metadata: &MetadataIoActor,
+) {
+    let view = root.diagnostics_view_v2_with_options(
+        RuntimeComponent::Broker,
+        RuntimeDiagnosticsInputs {
+            schedule: broker.maintenance.snapshot(),
+            metadata: Some(metadata.snapshot()),
+            shutdown: None,
+        },
+        RuntimeDiagnosticsViewOptionsV2 {
+            max_detail_entries: 8,
+            detail_scan_budget: 64,
+            ..RuntimeDiagnosticsViewOptionsV2::default()
+        },
+    );
+    match serde_json::to_string(&view) {
+        Ok(json) => tracing::info!(diagnostics = %json, "draining"),
+        Err(error) => tracing::warn!(%error, "drain diagnostics not serialized"),
+    }
 }
 
 fn main() -> ExitCode {
+    // The runtime's warnings and the drain-time diagnostics go to stderr
+    // (stdout carries the shutdown report).
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let args = match parse_args() {
         Ok(args) => args,
         Err(ArgsError::Help) => {
@@ -387,7 +439,7 @@ fn main() -> ExitCode {
     let probes = root.component("lifecycle");
     if let Err(error) = owner.block_on(lifecycle.start(&probes)) {
         // A probe address in use names the address and the OS error.
-        return fail("lifecycle start", &error);
+        return abandon(owner, fail("lifecycle start", &error));
     }
     if let Some(address) = lifecycle.probe_local_addr() {
         eprintln!("probes listening on http://{address}");
@@ -400,7 +452,7 @@ fn main() -> ExitCode {
         &failures,
         CriticalFailureRecovery::FailAndRequestShutdown,
     ) {
-        return fail("critical failure monitor not started", &error);
+        return abandon(owner, fail("critical failure monitor not started", &error));
     }
     let metadata = match MetadataIoConfig::default()
         .into_plan()
@@ -410,18 +462,18 @@ fn main() -> ExitCode {
         Ok(metadata) => metadata,
         Err(error) => {
             eprintln!("broker_entrypoint: metadata actor not started: {error}");
-            return ExitCode::from(EXIT_FAILED);
+            return abandon(owner, ExitCode::from(EXIT_FAILED));
         }
     };
     let broker = root.component("broker");
-    let beats = match start_broker(&broker, &metadata, &failures, &args.data_dir) {
-        Ok(beats) => beats,
+    let running = match start_broker(&broker, &metadata, &failures, &args.data_dir) {
+        Ok(running) => running,
         Err(error) => {
             eprintln!(
                 "broker_entrypoint: broker startup failed ({}): {error}",
                 RuntimeOperation::external("start-broker")
             );
-            return ExitCode::from(EXIT_FAILED);
+            return abandon(owner, ExitCode::from(EXIT_FAILED));
         }
     };
     if let Err(error) = lifecycle.mark_ready() {
@@ -443,8 +495,9 @@ fn main() -> ExitCode {
     eprintln!(
         "stopping ({}) after {} heartbeats; readiness revoked",
         request.reason.as_str(),
-        beats.load(Ordering::Relaxed)
+        running.beats.load(Ordering::Relaxed)
     );
+    log_drain_diagnostics(root, &running, &metadata);
     // Keep serving while load balancers see `/readyz` fail; the delay ends
     // inside the frozen deadline.
     owner.block_on(lifecycle.wait_drain_delay());

@@ -263,3 +263,44 @@ fn sigterm_with_probes_revokes_readiness_and_exits_zero_with_reason_signal() {
     assert!(success, "{stdout}");
     assert_healthy_report(&stdout, "signal");
 }
+
+#[test]
+fn draining_logs_a_sanitized_diagnostics_view() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let output = Command::new(example_binary())
+            .args(["--run-for", "0.5"])
+            .output()
+            .expect("the entrypoint runs");
+        let _ = tx.send(output);
+    });
+    let output = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("hang guard: the entrypoint did not exit");
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("diagnostics="))
+        .collect();
+    assert_eq!(lines.len(), 1, "one drain-time view: {stderr}");
+    let json = lines[0]
+        .split_once("diagnostics=")
+        .map(|(_, json)| json)
+        .expect("the view");
+    let view: serde_json::Value = serde_json::from_str(json).expect("the view is JSON");
+    assert_eq!(view["schema_version"], "rocketmq.runtime-diagnostics.v2");
+    assert_eq!(view["component"], "broker");
+    assert!(view["tasks"]["task_count"].as_u64() > Some(0), "{view}");
+    assert_eq!(view["schedule"]["tasks_scanned"], 2, "{view}");
+    assert_eq!(view["metadata"]["scope"], "local");
+    assert!(!view["details"].as_array().expect("details").is_empty());
+    for planted in [
+        "broker-a",
+        "consumer-offsets",
+        "heartbeat",
+        "request-worker",
+    ] {
+        assert!(!json.contains(planted), "{planted} in the sanitized view");
+    }
+}

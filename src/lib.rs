@@ -16,7 +16,7 @@
 //! Three questions shape the API: who stops a task (its group, through
 //! cancellation and the shutdown deadline), which capacity pays for it
 //! (explicit budgets, in a separate tree), and what evidence remains (the
-//! shutdown report).
+//! shutdown report, and while running the [`diagnostics`] views).
 //!
 //! # Errors
 //!

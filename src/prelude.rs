@@ -38,7 +38,7 @@
 
 pub use crate::{
     BlockingExecutor, ChildServiceContext, OperationContext, OperationOutcome,
-    OperationWaitOutcome, OperationWaitPolicy, ResourceBudget, RootServiceContext, RuntimeConfig,
-    RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig, ScheduledTaskGroup,
-    ShutdownDeadline, ShutdownReport, TaskGroup, TaskKind,
+    OperationWaitOutcome, OperationWaitPolicy, ResourceBudget, RootServiceContext,
+    RuntimeComponent, RuntimeConfig, RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig,
+    ScheduledTaskGroup, ShutdownDeadline, ShutdownReport, TaskGroup, TaskKind,
 };

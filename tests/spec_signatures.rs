@@ -1,6 +1,6 @@
 //! Code written against the spec's signatures compiles and behaves: each
 //! test uses one changed signature the way user code does (CONTRACTS 1.3,
-//! 1.9, 1.11, 1.16, 1.17).
+//! 1.5, 1.9, 1.11, 1.16, 1.17, 1.18, 1.19).
 
 mod support;
 
@@ -148,4 +148,110 @@ async fn spawn_critical_takes_the_state_by_value_and_a_clone_stays_usable() {
     }
     assert_eq!(failures.occurrences(), 3, "one panic, two early exits");
     ctx.shutdown_tasks(Duration::from_secs(1)).await;
+}
+
+/// The diagnostics surface of CONTRACTS 1.3, 1.5, 1.18 and 1.19, called
+/// with the types and field names user code writes.
+#[test]
+fn diagnostics_signatures_of_the_spec() {
+    use rocketmq_runtime::diagnostics::{
+        RuntimeBlockingKindV1, RuntimeBlockingLaneV1, RuntimeComponent, RuntimeDiagnostics,
+        RuntimeDiagnosticsInputs, RuntimeDiagnosticsScope, RuntimeDiagnosticsSnapshot,
+        RuntimeDiagnosticsViewOptions, RuntimeDiagnosticsViewOptionsV2, RuntimeDiagnosticsViewV1,
+        RuntimeDiagnosticsViewV2, RuntimeLifecycleStateV1, RuntimeTaskDetailV2, RuntimeTaskDetails,
+        RuntimeTaskKindV1,
+    };
+    use rocketmq_runtime::{
+        BlockingExecutorSnapshot, RuntimeBlockingSectionV2, RuntimeMetadataSectionV2, RuntimeOwner,
+        RuntimeScheduleSectionV2, RuntimeShutdownSectionV2, RuntimeTaskSectionV2,
+        TaskGroupEventCounts,
+    };
+
+    let owner = RuntimeOwner::new().expect("runtime builds");
+    let root = owner.root_context();
+    let diagnostics: &RuntimeDiagnostics = owner.diagnostics();
+    let id: &str = diagnostics.runtime_id();
+    assert!(id.starts_with("rocketmq-runtime-"));
+    let snapshot: RuntimeDiagnosticsSnapshot = root.diagnostics_snapshot();
+    let events: TaskGroupEventCounts = snapshot.events;
+    let _ = (
+        events.poisoned_groups,
+        snapshot.registry_slots,
+        snapshot.active_tasks,
+    );
+    let v1: RuntimeDiagnosticsViewV1 = root.diagnostics_view_v1(RuntimeComponent::Broker);
+    assert_eq!(v1.schema_version, RuntimeDiagnosticsViewV1::SCHEMA_VERSION);
+    let child = root.component("child");
+    let _: &RuntimeDiagnostics = child.diagnostics();
+    let options = RuntimeDiagnosticsViewOptionsV2 {
+        max_detail_entries: 4,
+        detail_scan_budget: 16,
+        ..RuntimeDiagnosticsViewOptionsV2::default()
+    };
+    let v2: RuntimeDiagnosticsViewV2 = child.diagnostics_view_v2_with_options(
+        RuntimeComponent::NameServer,
+        RuntimeDiagnosticsInputs::default(),
+        options,
+    );
+    let tasks: &RuntimeTaskSectionV2 = &v2.tasks;
+    let blocking: &RuntimeBlockingSectionV2 = &v2.blocking;
+    let schedule: Option<&RuntimeScheduleSectionV2> = v2.schedule.as_ref();
+    let metadata: Option<&RuntimeMetadataSectionV2> = v2.metadata.as_ref();
+    let shutdown: Option<&RuntimeShutdownSectionV2> = v2.shutdown.as_ref();
+    assert_eq!(tasks.scope, RuntimeDiagnosticsScope::Subtree);
+    assert_eq!(blocking.scope, RuntimeDiagnosticsScope::ProcessShared);
+    assert!(schedule.is_none() && metadata.is_none() && shutdown.is_none());
+    assert_eq!(v2.lifecycle_state, RuntimeLifecycleStateV1::Open);
+    let _: RuntimeDiagnosticsViewV2 =
+        child.diagnostics_view_v2(RuntimeComponent::Proxy, RuntimeDiagnosticsInputs::default());
+    let details: RuntimeTaskDetails = child.task_group().diagnostics_task_details(8, 8);
+    let listed: &Vec<RuntimeTaskDetailV2> = &details.details;
+    let _: (usize, usize, bool) = (
+        details.tasks_scanned,
+        details.group_entries_scanned,
+        details.truncated,
+    );
+    assert!(listed.is_empty());
+    let lanes: Vec<BlockingExecutorSnapshot> = vec![child.storage_io().snapshot()];
+    let raw: RuntimeDiagnosticsSnapshot = diagnostics.snapshot(child.task_group(), lanes.clone());
+    assert_eq!(raw.blocking_lanes.len(), 1);
+    let view = diagnostics.view_v1_with_options(
+        RuntimeComponent::Other,
+        child.task_group(),
+        lanes,
+        RuntimeDiagnosticsViewOptions {
+            long_running_threshold: Duration::from_secs(5),
+            max_task_kind_summaries: 7,
+            max_blocking_lane_summaries: 3,
+        },
+    );
+    assert_eq!(
+        view.blocking_lanes[0].lane,
+        RuntimeBlockingLaneV1::StorageIo
+    );
+    assert_eq!(
+        view.blocking_lanes[0].task_kinds[0].kind,
+        RuntimeBlockingKindV1::ShortIo
+    );
+    assert_eq!(view.task_kinds[0].kind, RuntimeTaskKindV1::Service);
+    let _: RuntimeDiagnosticsViewV2 = diagnostics.view_v2(
+        RuntimeComponent::Controller,
+        child.task_group(),
+        Vec::new(),
+        RuntimeDiagnosticsInputs::default(),
+    );
+    for component in [
+        RuntimeComponent::Mcp,
+        RuntimeComponent::SreControlPlane,
+        RuntimeComponent::SreConnector,
+    ] {
+        let _ = root.diagnostics_view_v1(component);
+    }
+    owner.block_on(async {
+        let harness = RuntimeContext::try_from_current("harness").expect("inside Tokio");
+        let _: &RuntimeDiagnostics = harness.diagnostics();
+        let _: RuntimeDiagnosticsSnapshot = harness.diagnostics_snapshot();
+        harness.shutdown_tasks(Duration::from_secs(1)).await;
+    });
+    owner.shutdown_runtime_blocking().expect("shuts down");
 }

@@ -51,7 +51,13 @@ fn harness_resources() -> RuntimeResult<RuntimeResources> {
     let limit = ProcessMemoryLimit::configured(u64::MAX).map_err(|violation| {
         RuntimeError::configuration_failure(RuntimeOperation::DetectProcessMemoryLimit, violation)
     })?;
-    RuntimeResources::new(limit, None, ManagedMemoryPolicy::default()).map_err(|violation| {
+    RuntimeResources::new(
+        limit,
+        None,
+        ManagedMemoryPolicy::default(),
+        crate::metadata_io::targets::DEFAULT_CAPACITY,
+    )
+    .map_err(|violation| {
         RuntimeError::configuration_failure(RuntimeOperation::ResolveManagedMemoryBudget, violation)
     })
 }

@@ -76,10 +76,13 @@ pub use environment::{
 pub use error::*;
 pub use metadata_io::fs::*;
 pub use metadata_io::{
-    MetadataDeadline, MetadataGeneration, MetadataIoActor, MetadataIoAdmissionOutcome,
-    MetadataIoCommitOutcome, MetadataIoConfig, MetadataIoDurabilityOutcome,
-    MetadataIoEffectiveProfile, MetadataIoPlan, MetadataIoReceipt, MetadataIoResourceSnapshot,
-    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
+    MetadataDeadline, MetadataGeneration, MetadataIoActor, MetadataIoActorLimitsProfile,
+    MetadataIoAdmissionOutcome, MetadataIoBlockingLaneProfile, MetadataIoCommitAdmissionOutcome,
+    MetadataIoCommitObservation, MetadataIoCommitOutcome, MetadataIoConfig,
+    MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile, MetadataIoLegacyBlockingField,
+    MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt, MetadataIoResourceSnapshot,
+    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataLimitSource, MetadataTargetIdentity,
+    MetadataTargetRegistryStats, MetadataTargetRetirementOutcome, MetadataWriteRequest,
 };
 pub use operation::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,

@@ -4,12 +4,16 @@
 //! | State | Owner |
 //! | --- | --- |
 //! | per-resource generations, waiters, pending counts, ready order | [`actor`] (`ActorState`, one lock) |
-//! | target ownership and durable history (per owner) | `crate::resources::RuntimeResources` |
+//! | target ownership, durable history, fences, retirement (per owner) | [`targets`] (`MetadataTargetRegistry`, owned by `RuntimeResources`) |
 //! | the durable replacement steps | [`fs`] (`LocalMetadataFileSystem`) |
 
 pub(crate) mod actor;
 pub(crate) mod fs;
+pub(crate) mod targets;
 pub(crate) mod types;
 
-pub use actor::{MetadataIoActor, MetadataIoPlan, MetadataIoReceipt};
+pub use actor::{MetadataIoActor, MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt};
+pub use targets::{
+    MetadataTargetIdentity, MetadataTargetRegistryStats, MetadataTargetRetirementOutcome,
+};
 pub use types::*;

@@ -86,6 +86,7 @@ pub struct RuntimeOwnerPlan {
     config: RuntimeConfig,
     memory_limit: Option<ProcessMemoryLimit>,
     memory_policy: ManagedMemoryPolicy,
+    metadata_target_capacity: std::num::NonZeroUsize,
 }
 
 impl RuntimeOwnerPlan {
@@ -111,6 +112,19 @@ impl RuntimeOwnerPlan {
         self
     }
 
+    /// Keeps at most `capacity` metadata target histories for this owner
+    /// (default 4,096). A history stays after its actor stops (a
+    /// replacement actor resolves older generations from it) until it is
+    /// retired with
+    /// [`MetadataIoActor::retire_target_for_new_identity`](crate::MetadataIoActor::retire_target_for_new_identity);
+    /// a new target path beyond the capacity is refused as
+    /// `CapacityExhausted`, naming the capacity.
+    #[must_use]
+    pub fn with_metadata_target_capacity(mut self, capacity: std::num::NonZeroUsize) -> Self {
+        self.metadata_target_capacity = capacity;
+        self
+    }
+
     /// Builds the Tokio multi-thread runtime and the root context.
     ///
     /// The runtime uses `worker_threads` workers and
@@ -133,13 +147,18 @@ impl RuntimeOwnerPlan {
             #[cfg(not(target_os = "linux"))]
             None => ProcessMemoryLimit::or_unknown(ProcessMemoryLimit::detect())?,
         };
-        let resources = RuntimeResources::new(detected, self.memory_limit, self.memory_policy)
-            .map_err(|violation| {
-                RuntimeError::configuration_failure(
-                    RuntimeOperation::ResolveManagedMemoryBudget,
-                    violation,
-                )
-            })?;
+        let resources = RuntimeResources::new(
+            detected,
+            self.memory_limit,
+            self.memory_policy,
+            self.metadata_target_capacity,
+        )
+        .map_err(|violation| {
+            RuntimeError::configuration_failure(
+                RuntimeOperation::ResolveManagedMemoryBudget,
+                violation,
+            )
+        })?;
         let config = self.config;
         let mut builder = Builder::new_multi_thread();
         builder
@@ -221,6 +240,7 @@ impl RuntimeOwner {
             config,
             memory_limit: None,
             memory_policy: ManagedMemoryPolicy::default(),
+            metadata_target_capacity: crate::metadata_io::targets::DEFAULT_CAPACITY,
         })
     }
 

@@ -8,22 +8,17 @@
 //! 2. The detected (or configured) memory limit and the managed budget are
 //!    kept apart: the limit is for reporting, the managed bytes are what the
 //!    budget charges.
-//! 3. Metadata targets, per owner: one resource and at most one live actor
-//!    per normalized absolute target path (`.` removed and `..` folded
-//!    lexically, no filesystem access; lower-cased on Windows). A claim by
-//!    another resource or another live actor is refused, as is a new target
-//!    once the registry holds `METADATA_TARGET_CAPACITY` targets.
-//! 4. A target's durable generation (only ever raised) and its fence outlive
-//!    the actor that wrote it, so a replacement actor resolves older
-//!    generations without rewriting. Releasing a target ends only the live
-//!    ownership; the history stays for the owner's life.
+//! 3. The metadata target registry (one per owner, shared by its actors)
+//!    lives in `crate::metadata_io::targets`, which holds its invariants;
+//!    this file only owns it and the owner-scoped generation counter of
+//!    `submit_next` (unique across actors, wraps to 1).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::num::NonZeroUsize;
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
+use crate::loom::{Arc, AtomicU64, Ordering};
+use crate::metadata_io::targets::{MetadataTargetRegistry, MetadataTargetRegistryStats};
 use crate::metadata_io::types::MetadataGeneration;
 use crate::resource_budget::memory::{
     ManagedMemoryBudget, ManagedMemoryPolicy, ProcessMemoryLimit,
@@ -47,22 +42,10 @@ struct ResourcesInner {
     memory_budget: ManagedMemoryBudget,
     process: ResourceBudgetTree,
     /// Owner-scoped metadata target registry: one writer per target path.
-    metadata_targets: Mutex<HashMap<PathBuf, MetadataTarget>>,
+    metadata_targets: MetadataTargetRegistry,
     /// Owner-scoped generation counter for `submit_next`.
     metadata_generation: AtomicU64,
 }
-
-/// The owner-scoped history of one metadata target path.
-#[derive(Debug)]
-struct MetadataTarget {
-    resource: Arc<str>,
-    writer: Option<u64>,
-    durable: Option<MetadataGeneration>,
-    fenced: bool,
-}
-
-/// Targets one owner's registry keeps.
-const METADATA_TARGET_CAPACITY: usize = 4_096;
 
 impl fmt::Debug for RuntimeResources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -80,6 +63,7 @@ impl RuntimeResources {
         detected: ProcessMemoryLimit,
         configured: Option<ProcessMemoryLimit>,
         policy: ManagedMemoryPolicy,
+        metadata_target_capacity: NonZeroUsize,
     ) -> Result<Self, RuntimeContractViolation> {
         let memory_budget = ManagedMemoryBudget::resolve(detected, configured, policy)?;
         let bytes = usize::try_from(memory_budget.managed_bytes()).unwrap_or(usize::MAX);
@@ -92,7 +76,7 @@ impl RuntimeResources {
                 memory_limit: configured.unwrap_or(detected),
                 memory_budget,
                 process,
-                metadata_targets: Mutex::new(HashMap::new()),
+                metadata_targets: MetadataTargetRegistry::new(metadata_target_capacity),
                 metadata_generation: AtomicU64::new(0),
             }),
         })
@@ -123,140 +107,56 @@ impl RuntimeResources {
         MetadataGeneration::new(next.wrapping_add(1).max(1))
     }
 
-    /// How many targets the owner's registry keeps.
-    pub(crate) fn metadata_target_capacity(&self) -> usize {
-        METADATA_TARGET_CAPACITY
+    /// How full the owner's metadata target registry is (no paths): its
+    /// capacity, the histories it keeps (with a live writer or idle),
+    /// fenced targets and the room left. Retiring idle histories
+    /// ([`MetadataIoActor::retire_target_for_new_identity`](crate::MetadataIoActor::retire_target_for_new_identity))
+    /// frees room.
+    pub fn metadata_target_stats(&self) -> MetadataTargetRegistryStats {
+        self.inner.metadata_targets.stats()
     }
 
-    /// Claims `target` for `resource` written by `actor`. Returns the
-    /// target's durable history and whether it is fenced; refused when
-    /// another resource or another live actor owns it, or when the registry
-    /// holds [`METADATA_TARGET_CAPACITY`] targets (their histories are
-    /// kept for the owner's life).
-    pub(crate) fn claim_metadata_target(
-        &self,
-        target: &Path,
-        resource: &Arc<str>,
-        actor: u64,
-    ) -> Result<(Option<MetadataGeneration>, bool), TargetClaimRefusal> {
-        let key = normalize(target);
-        let mut targets = self.inner.metadata_targets.lock();
-        if let Some(entry) = targets.get_mut(&key) {
-            if entry.resource != *resource || entry.writer.is_some_and(|writer| writer != actor) {
-                return Err(TargetClaimRefusal::Conflict);
-            }
-            entry.writer = Some(actor);
-            return Ok((entry.durable, entry.fenced));
-        }
-        if targets.len() >= METADATA_TARGET_CAPACITY {
-            return Err(TargetClaimRefusal::Full);
-        }
-        targets.insert(
-            key,
-            MetadataTarget {
-                resource: Arc::clone(resource),
-                writer: Some(actor),
-                durable: None,
-                fenced: false,
-            },
-        );
-        Ok((None, false))
+    /// The owner's metadata target registry.
+    pub(crate) fn metadata_targets(&self) -> &MetadataTargetRegistry {
+        &self.inner.metadata_targets
     }
-
-    /// Runs `update` on `target`'s registry entry, if it has one.
-    fn update_target(&self, target: &Path, update: impl FnOnce(&mut MetadataTarget)) {
-        if let Some(entry) = self
-            .inner
-            .metadata_targets
-            .lock()
-            .get_mut(&normalize(target))
-        {
-            update(entry);
-        }
-    }
-
-    pub(crate) fn record_metadata_durable(&self, target: &Path, generation: MetadataGeneration) {
-        self.update_target(target, |entry| {
-            entry.durable = Some(entry.durable.map_or(generation, |old| old.max(generation)));
-        });
-    }
-
-    pub(crate) fn fence_metadata_target(&self, target: &Path) {
-        self.update_target(target, |entry| entry.fenced = true);
-    }
-
-    /// Ends `actor`'s live ownership of one target (history is kept): its
-    /// resource moved to another target.
-    pub(crate) fn release_metadata_target(&self, target: &Path, actor: u64) {
-        self.update_target(target, |entry| {
-            if entry.writer == Some(actor) {
-                entry.writer = None;
-            }
-        });
-    }
-
-    /// Ends `actor`'s live ownership of its targets (history is kept).
-    pub(crate) fn release_metadata_writer(&self, actor: u64) {
-        for entry in self.inner.metadata_targets.lock().values_mut() {
-            if entry.writer == Some(actor) {
-                entry.writer = None;
-            }
-        }
-    }
-}
-
-/// The identity of a metadata target: the absolute path with `.` removed
-/// and `..` folded lexically (no filesystem access, no symlink resolution),
-/// lower-cased on Windows (case-insensitive file names). `./x`, `x` and
-/// `d/../x` name one target.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut normalized = PathBuf::new();
-    for component in absolute.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                // `..` at the root stays at the root.
-                normalized.pop();
-            }
-            other => normalized.push(other),
-        }
-    }
-    #[cfg(windows)]
-    {
-        normalized = PathBuf::from(normalized.to_string_lossy().to_lowercase());
-    }
-    normalized
-}
-
-/// Why [`RuntimeResources::claim_metadata_target`] refused a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TargetClaimRefusal {
-    /// Another resource, or another live actor, owns the target.
-    Conflict,
-    /// The owner's target registry is full.
-    Full,
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::metadata_io::targets::DEFAULT_CAPACITY;
 
+    /// Invariant 99: `submit_next` generations come from one owner-scoped
+    /// counter: increasing, never 0, wrapping to 1.
     #[test]
-    fn target_identities_fold_dots_lexically() {
-        let cwd = std::env::current_dir().expect("cwd");
-        assert_eq!(normalize(Path::new("x.json")), cwd.join("x.json"));
-        assert_eq!(normalize(Path::new("./x.json")), cwd.join("x.json"));
-        assert_eq!(normalize(Path::new("d/../x.json")), cwd.join("x.json"));
+    fn generations_are_owner_scoped_increasing_and_wrap_to_one() {
+        let limit = ProcessMemoryLimit::configured(1 << 30).expect("positive");
+        let resources = RuntimeResources::new(
+            limit,
+            None,
+            ManagedMemoryPolicy::default(),
+            DEFAULT_CAPACITY,
+        )
+        .expect("resolves");
+        let shared = resources.clone();
+        let first = resources.next_metadata_generation();
+        let second = shared.next_metadata_generation();
         assert_eq!(
-            normalize(Path::new("/a/./b/../c.json")),
-            Path::new("/a/c.json")
+            (first.get(), second.get()),
+            (1, 2),
+            "one counter for clones"
         );
-        assert_eq!(normalize(Path::new("/../../c.json")), Path::new("/c.json"));
-        assert_ne!(
-            normalize(Path::new("/a/c.json")),
-            normalize(Path::new("/b/c.json"))
+        resources
+            .inner
+            .metadata_generation
+            .store(u64::MAX - 1, Ordering::Relaxed);
+        assert_eq!(resources.next_metadata_generation().get(), u64::MAX);
+        assert_eq!(resources.next_metadata_generation().get(), 1, "wraps to 1");
+        assert_eq!(
+            resources.next_metadata_generation().get(),
+            1,
+            "0 is skipped"
         );
     }
 }

@@ -241,8 +241,8 @@ fn admission_rules() {
     assert_eq!(error.kind(), RuntimeErrorKind::Closed);
     assert_eq!(error.operation(), RuntimeOperation::MetadataIoClosed);
     let profile = actor.effective_profile();
-    assert_eq!(profile.max_concurrent_writes, 1);
-    assert_eq!(profile.max_waiters, 4 * 1_024);
+    assert_eq!(profile.actor_limits.max_concurrent_writes, 1);
+    assert_eq!(profile.actor_limits.max_waiters, 4 * 1_024);
 }
 
 /// A failure before the rename is `FailedBeforeCommit` and advances

@@ -27,6 +27,13 @@ pub enum RuntimeErrorContext {
     Environment(EnvironmentViolation),
     /// The socket address an operation tried to bind.
     Address(SocketAddr),
+    /// A bounded store was full: what it is and its capacity.
+    Capacity {
+        /// What is full (`metadata target registry`, ...).
+        limit: &'static str,
+        /// How many entries it holds at most.
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for RuntimeErrorContext {
@@ -34,6 +41,7 @@ impl fmt::Display for RuntimeErrorContext {
         match self {
             Self::Environment(violation) => violation.fmt(f),
             Self::Address(address) => write!(f, "address {address}"),
+            Self::Capacity { limit, capacity } => write!(f, "{limit} full at capacity {capacity}"),
         }
     }
 }

@@ -50,7 +50,13 @@
 //!    target while an older generation's closure still runs.
 //! 9. A resource moves to another target only without pending work
 //!    (invariant 98): the new target is claimed, the old one released (its
-//!    history stays in `RuntimeResources`).
+//!    history stays in the owner's registry, `metadata_io/targets.rs`).
+//! 10. Target state (durable generation, fence, live writer) is read from
+//!     and written to the target's history in the registry; the actor keeps
+//!     only the durable generation it last saw, to refuse retiring a history
+//!     another actor wrote after it (`history.rs`).
+//! 11. A timed-out shutdown lists every resource with a generation in
+//!     flight or queued as unfinished, before dropping the queued ones.
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -64,21 +70,25 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{AtomicBool, AtomicU8, Mutex, Ordering, StaticAtomicU64};
 use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::metadata_io::types::{
-    MetadataDeadline, MetadataGeneration, MetadataIoAdmissionOutcome, MetadataIoCommitOutcome,
-    MetadataIoConfig, MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile,
-    MetadataIoResourceSnapshot, MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
+    MetadataDeadline, MetadataGeneration, MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome,
+    MetadataIoBlockingLaneProfile, MetadataIoCommitOutcome, MetadataIoConfig,
+    MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile, MetadataIoResourceSnapshot,
+    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
 };
 use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourcePermit};
-use crate::resources::{RuntimeResources, TargetClaimRefusal};
+use crate::resources::RuntimeResources;
 use crate::service_context::ChildServiceContext;
 use crate::task_group::{TaskGroup, TaskKind};
 use crate::ShutdownDeadline;
 
 mod admission;
+mod commit;
+mod history;
 mod receipt;
 mod writes;
 
 use admission::{ActorShared, ActorState, Queued, Resource};
+pub use commit::MetadataIoObserver;
 pub use receipt::MetadataIoReceipt;
 use receipt::ReceiptOutcome;
 use writes::CoordinatorExit;
@@ -135,6 +145,16 @@ impl MetadataIoPlan {
                 RuntimeError::configuration_failure(RuntimeOperation::MetadataIo, violation)
             })?;
         let config = self.config;
+        let legacy = config.changed_legacy_fields();
+        if !legacy.is_empty() {
+            tracing::warn!(
+                fields = ?legacy,
+                lane = %lane.policy().name,
+                "MetadataIoConfig blocking_* fields are retained for compatibility and have no \
+                 effect: writes run on the metadata lane, configured through \
+                 RuntimeConfig::blocking_lane_policies.metadata_io"
+            );
+        }
         let shared = Arc::new(ActorShared {
             id: NEXT_ACTOR_ID.fetch_add(1, Ordering::Relaxed),
             max_concurrent: self
@@ -231,11 +251,19 @@ impl MetadataIoActor {
         bytes: impl Into<Vec<u8>>,
         deadline: MetadataDeadline,
     ) -> RuntimeResult<MetadataIoAdmissionOutcome> {
+        self.submit(self.next_request(resource, target, bytes), deadline)
+    }
+
+    /// A request for the next generation of the owner-wide counter
+    /// (invariant 99: unique across the owner's actors, wraps to 1).
+    fn next_request(
+        &self,
+        resource: impl Into<Arc<str>>,
+        target: impl Into<std::path::PathBuf>,
+        bytes: impl Into<Vec<u8>>,
+    ) -> MetadataWriteRequest {
         let generation = self.shared.resources.next_metadata_generation();
-        self.submit(
-            MetadataWriteRequest::new(resource, generation, target, bytes),
-            deadline,
-        )
+        MetadataWriteRequest::new(resource, generation, target, bytes)
     }
 
     /// Submits and waits for durability with one deadline.
@@ -279,12 +307,8 @@ impl MetadataIoActor {
         bytes: impl Into<Vec<u8>>,
         deadline: MetadataDeadline,
     ) -> RuntimeResult<MetadataIoDurabilityOutcome> {
-        let generation = self.shared.resources.next_metadata_generation();
-        self.submit_durable(
-            MetadataWriteRequest::new(resource, generation, target, bytes),
-            deadline,
-        )
-        .await
+        self.submit_durable(self.next_request(resource, target, bytes), deadline)
+            .await
     }
 
     /// Refuses later submissions with `Closed(MetadataIoClosed)`; accepted
@@ -314,26 +338,32 @@ impl MetadataIoActor {
         )
         .await;
         let mut state = shared.state.lock();
-        if !finished {
-            let mut dropped_waiters = 0;
-            for resource in state.resources.values_mut() {
-                resource.queued = None;
-                let before = resource.waiters.len();
-                resource.waiters.retain(|waiter| {
-                    resource
-                        .in_flight
-                        .is_some_and(|(generation, _)| waiter.generation <= generation)
-                });
-                dropped_waiters += before - resource.waiters.len();
-            }
-            state.waiters -= dropped_waiters;
-        }
+        // Listed before the queued generations are dropped (invariant 11).
         let unfinished: Vec<_> = state
             .resources
             .iter()
             .filter(|(_, resource)| resource.in_flight.is_some() || resource.queued.is_some())
             .map(|(name, resource)| resource_snapshot(name, resource))
             .collect();
+        let (mut dropped, mut closed) = (Vec::new(), Vec::new());
+        if !finished {
+            let mut dropped_waiters = 0;
+            for resource in state.resources.values_mut() {
+                dropped.extend(resource.queued.take());
+                resource.listed = false;
+                let before = resource.waiters.len();
+                let in_flight = resource.in_flight;
+                let (covered, uncovered): (Vec<_>, Vec<_>) =
+                    resource.waiters.drain(..).partition(|waiter| {
+                        in_flight.is_some_and(|(generation, _)| waiter.generation <= generation)
+                    });
+                resource.waiters = covered;
+                dropped_waiters += before - resource.waiters.len();
+                closed.extend(uncovered);
+            }
+            state.waiters -= dropped_waiters;
+            state.ready.clear();
+        }
         let in_flight_bytes: usize = state
             .resources
             .values()
@@ -343,46 +373,64 @@ impl MetadataIoActor {
             state.pending_operations = state.writing;
             state.pending_bytes = in_flight_bytes;
         }
-        MetadataIoShutdownReport {
+        let report = MetadataIoShutdownReport {
             timed_out: !finished,
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
             unfinished,
-        }
+        };
+        drop(state);
+        // Permits and waiter senders go after the lock (a dropped sender
+        // tells its receipt the worker stopped).
+        drop((dropped, closed));
+        report
     }
-
     /// The actor's admission state.
     pub fn snapshot(&self) -> MetadataIoSnapshot {
+        self.shared.snapshot()
+    }
+
+    /// The limits in force: the metadata lane's policy, the actor's
+    /// admission limits, and the retained `blocking_*` fields of its
+    /// configuration with the lane values that apply instead.
+    pub fn effective_profile(&self) -> MetadataIoEffectiveProfile {
         let shared = &self.shared;
-        let state = shared.state.lock();
+        let lane = shared.lane.policy();
+        let blocking_lane = MetadataIoBlockingLaneProfile {
+            name: lane.name.clone(),
+            max_concurrency: lane.max_concurrency,
+            max_queue_depth: lane.max_queue_depth,
+            queue_timeout: lane.queue_timeout,
+            task_timeout: lane.task_timeout,
+            warn_after: lane.warn_after,
+        };
+        MetadataIoEffectiveProfile {
+            legacy_blocking_fields: shared.config.legacy_fields(&blocking_lane),
+            blocking_lane,
+            actor_limits: MetadataIoActorLimitsProfile {
+                max_pending_operations: shared.config.max_pending_operations,
+                max_pending_bytes: shared.config.max_pending_bytes,
+                max_waiters: shared.max_waiters,
+                max_concurrent_writes: shared.max_concurrent,
+            },
+        }
+    }
+}
+
+impl ActorShared {
+    pub(super) fn snapshot(&self) -> MetadataIoSnapshot {
+        let state = self.state.lock();
         MetadataIoSnapshot {
-            accepting: shared.accepting.load(Ordering::SeqCst),
+            accepting: self.accepting.load(Ordering::SeqCst),
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
-            max_pending_operations: shared.config.max_pending_operations,
-            max_pending_bytes: shared.config.max_pending_bytes,
+            max_pending_operations: self.config.max_pending_operations,
+            max_pending_bytes: self.config.max_pending_bytes,
             resources: state
                 .resources
                 .iter()
                 .map(|(name, resource)| resource_snapshot(name, resource))
                 .collect(),
-        }
-    }
-
-    /// The limits in force.
-    pub fn effective_profile(&self) -> MetadataIoEffectiveProfile {
-        let shared = &self.shared;
-        let lane = shared.lane.policy();
-        MetadataIoEffectiveProfile {
-            lane_name: lane.name.clone(),
-            lane_max_concurrency: lane.max_concurrency,
-            lane_max_queue_depth: lane.max_queue_depth,
-            lane_queue_timeout: lane.queue_timeout,
-            lane_task_timeout: lane.task_timeout,
-            max_pending_operations: shared.config.max_pending_operations,
-            max_pending_bytes: shared.config.max_pending_bytes,
-            max_waiters: shared.max_waiters,
-            max_concurrent_writes: shared.max_concurrent,
         }
     }
 }
@@ -391,7 +439,7 @@ fn resource_snapshot(name: &Arc<str>, resource: &Resource) -> MetadataIoResource
     MetadataIoResourceSnapshot {
         resource: Arc::clone(name),
         target: Some(Arc::clone(&resource.target)),
-        durable_generation: resource.durable,
+        durable_generation: resource.history.durable(),
         in_flight_generation: resource.in_flight.map(|(generation, _)| generation),
         queued_generation: resource
             .queued
@@ -401,7 +449,7 @@ fn resource_snapshot(name: &Arc<str>, resource: &Resource) -> MetadataIoResource
     }
 }
 
-fn capacity(operation: RuntimeOperation) -> RuntimeError {
+fn capacity_error(operation: RuntimeOperation) -> RuntimeError {
     RuntimeError::capacity(operation)
 }
 

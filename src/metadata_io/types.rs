@@ -74,6 +74,7 @@ pub struct MetadataWriteRequest {
     pub(crate) generation: MetadataGeneration,
     pub(crate) target: Arc<Path>,
     pub(crate) bytes: Arc<[u8]>,
+    pub(crate) lane_deadline: Option<MetadataDeadline>,
 }
 
 impl MetadataWriteRequest {
@@ -89,7 +90,29 @@ impl MetadataWriteRequest {
             generation: generation.into(),
             target: Arc::from(target.into().as_path()),
             bytes: Arc::from(bytes.into()),
+            lane_deadline: None,
         }
+    }
+
+    /// Bounds the blocking phase of this snapshot's write: a write that has
+    /// not started on the metadata lane by `deadline` is never started and
+    /// fails before commit (`TimedOut`); one already running is not
+    /// interrupted (a blocking write cannot be), its result still arrives
+    /// and the next generation waits for it. Only tightens: the earlier of
+    /// two deadlines stays. An already expired deadline is refused at
+    /// admission.
+    #[must_use]
+    pub fn with_lane_deadline(mut self, deadline: MetadataDeadline) -> Self {
+        self.lane_deadline = Some(
+            self.lane_deadline
+                .map_or(deadline, |current| current.min(deadline)),
+        );
+        self
+    }
+
+    /// The lane deadline, if any.
+    pub const fn lane_deadline(&self) -> Option<MetadataDeadline> {
+        self.lane_deadline
     }
 
     /// The logical resource.
@@ -206,6 +229,83 @@ pub enum MetadataIoAdmissionOutcome {
     TargetConflict(MetadataWriteRequest),
 }
 
+impl MetadataIoCommitOutcome {
+    /// Nothing can be said about the target without looking at it: the
+    /// outcome is unknown.
+    pub const fn requires_reconciliation(&self) -> bool {
+        matches!(self, Self::CommitOutcomeUnknown(_))
+    }
+}
+
+/// The answer to [`MetadataIoActor::submit_commit`](crate::MetadataIoActor::submit_commit).
+#[derive(Debug)]
+pub enum MetadataIoCommitAdmissionOutcome {
+    /// Admitted and settled.
+    Completed(MetadataIoCommitOutcome),
+    /// See [`MetadataIoAdmissionOutcome::TargetConflict`].
+    TargetConflict(MetadataWriteRequest),
+}
+
+/// What an observer learned about a generation by its deadline
+/// ([`MetadataIoReceipt::observe_until`](crate::MetadataIoReceipt::observe_until),
+/// [`MetadataIoActor::submit_observed`](crate::MetadataIoActor::submit_observed)).
+#[derive(Debug)]
+pub enum MetadataIoCommitObservation {
+    /// The write covering `generation` settled with `outcome`.
+    Settled {
+        /// The observed generation.
+        generation: MetadataGeneration,
+        /// How the write covering it ended.
+        outcome: MetadataIoCommitOutcome,
+    },
+    /// The deadline passed, or the actor stopped, before the write covering
+    /// `generation` settled. The write itself was not cancelled: look at
+    /// the target (or observe again) before assuming anything.
+    Unobserved {
+        /// The observed generation.
+        generation: MetadataGeneration,
+    },
+    /// Not admitted: see [`MetadataIoAdmissionOutcome::TargetConflict`].
+    /// Never the answer of a receipt.
+    TargetConflict(MetadataWriteRequest),
+}
+
+impl MetadataIoCommitObservation {
+    /// The target's state is unknown: unobserved, or settled with an
+    /// unknown commit outcome.
+    pub const fn requires_reconciliation(&self) -> bool {
+        match self {
+            Self::Settled { outcome, .. } => outcome.requires_reconciliation(),
+            Self::Unobserved { .. } => true,
+            Self::TargetConflict(_) => false,
+        }
+    }
+
+    /// The settled outcome, if any.
+    pub const fn settled(&self) -> Option<&MetadataIoCommitOutcome> {
+        match self {
+            Self::Settled { outcome, .. } => Some(outcome),
+            Self::Unobserved { .. } | Self::TargetConflict(_) => None,
+        }
+    }
+
+    /// The generation observed (a conflicting request's own).
+    pub const fn generation(&self) -> MetadataGeneration {
+        match self {
+            Self::Settled { generation, .. } | Self::Unobserved { generation } => *generation,
+            Self::TargetConflict(request) => request.generation,
+        }
+    }
+
+    /// The generation left unobserved, if it was.
+    pub const fn unobserved_generation(&self) -> Option<MetadataGeneration> {
+        match self {
+            Self::Unobserved { generation } => Some(*generation),
+            Self::Settled { .. } | Self::TargetConflict(_) => None,
+        }
+    }
+}
+
 /// The answer to [`MetadataIoActor::submit_durable`](crate::MetadataIoActor::submit_durable).
 #[derive(Debug)]
 pub enum MetadataIoDurabilityOutcome {
@@ -262,27 +362,125 @@ pub struct MetadataIoShutdownReport {
     pub unfinished: Vec<MetadataIoResourceSnapshot>,
 }
 
-/// The limits in force for an actor.
+/// The limits in force for an actor
+/// ([`MetadataIoActor::effective_profile`](crate::MetadataIoActor::effective_profile)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetadataIoEffectiveProfile {
-    /// The shared lane's name.
-    pub lane_name: String,
-    /// The lane's concurrency.
-    pub lane_max_concurrency: usize,
-    /// The lane's queue depth.
-    pub lane_max_queue_depth: usize,
-    /// The lane's queue timeout (the actor's `blocking_queue_timeout` is not used).
-    pub lane_queue_timeout: Duration,
-    /// The lane's task timeout (the actor's `blocking_task_timeout` is not used).
-    pub lane_task_timeout: Duration,
-    /// Pending operations bound.
+    /// The shared `MetadataIo` lane the writes run on.
+    pub blocking_lane: MetadataIoBlockingLaneProfile,
+    /// The actor's own admission limits.
+    pub actor_limits: MetadataIoActorLimitsProfile,
+    /// The three retained `blocking_*` fields of [`MetadataIoConfig`]: what
+    /// was configured and what applies instead.
+    pub legacy_blocking_fields: [MetadataIoLegacyBlockingField; 3],
+}
+
+/// The metadata lane's policy, which bounds every write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataIoBlockingLaneProfile {
+    /// The lane's name.
+    pub name: String,
+    /// Writes running at once on the lane (all actors of the owner).
+    pub max_concurrency: usize,
+    /// Writes waiting for a lane slot.
+    pub max_queue_depth: usize,
+    /// How long a write may wait for a slot.
+    pub queue_timeout: Duration,
+    /// How long a caller waits for a running write.
+    pub task_timeout: Duration,
+    /// When a slow write is logged.
+    pub warn_after: Duration,
+}
+
+/// The actor's admission limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataIoActorLimitsProfile {
+    /// In-flight plus queued generations.
     pub max_pending_operations: usize,
-    /// Pending bytes bound.
+    /// Their payload bytes.
     pub max_pending_bytes: usize,
-    /// Waiters bound per actor: `max(4·max_pending_operations, 1)`.
+    /// Waiting receipts, per resource and per actor:
+    /// `max(4 · max_pending_operations, 1)`.
     pub max_waiters: usize,
-    /// `min(planned, lane concurrency).max(1)`.
+    /// Resources written at once: `min(planned, lane concurrency).max(1)`.
     pub max_concurrent_writes: usize,
+}
+
+/// One retained `blocking_*` field of [`MetadataIoConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataIoLegacyBlockingField {
+    /// The field's name (`blocking_queue_timeout`, ...).
+    pub field: &'static str,
+    /// The value the configuration holds.
+    pub configured: Duration,
+    /// The value that applies.
+    pub effective: Duration,
+    /// Where the applied value comes from.
+    pub effective_source: MetadataLimitSource,
+}
+
+/// Where a limit in force comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataLimitSource {
+    /// `RuntimeConfig::blocking_lane_policies.metadata_io`.
+    BlockingLanePolicy,
+    /// The actor's [`MetadataIoConfig`].
+    ActorConfiguration,
+}
+
+impl MetadataIoConfig {
+    /// The retained `blocking_*` fields against the lane policy that applies.
+    pub(crate) fn legacy_fields(
+        &self,
+        lane: &MetadataIoBlockingLaneProfile,
+    ) -> [MetadataIoLegacyBlockingField; 3] {
+        let field = |field, configured, effective| MetadataIoLegacyBlockingField {
+            field,
+            configured,
+            effective,
+            effective_source: MetadataLimitSource::BlockingLanePolicy,
+        };
+        [
+            field(
+                "blocking_queue_timeout",
+                self.blocking_queue_timeout,
+                lane.queue_timeout,
+            ),
+            field(
+                "blocking_task_timeout",
+                self.blocking_task_timeout,
+                lane.task_timeout,
+            ),
+            field(
+                "blocking_warn_after",
+                self.blocking_warn_after,
+                lane.warn_after,
+            ),
+        ]
+    }
+
+    /// The names of the retained `blocking_*` fields set to something else
+    /// than their defaults (they have no effect).
+    pub(crate) fn changed_legacy_fields(&self) -> Vec<&'static str> {
+        let default = Self::default();
+        [
+            (
+                "blocking_queue_timeout",
+                self.blocking_queue_timeout != default.blocking_queue_timeout,
+            ),
+            (
+                "blocking_task_timeout",
+                self.blocking_task_timeout != default.blocking_task_timeout,
+            ),
+            (
+                "blocking_warn_after",
+                self.blocking_warn_after != default.blocking_warn_after,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect()
+    }
 }
 
 #[cfg(all(test, not(loom)))]

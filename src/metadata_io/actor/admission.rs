@@ -8,6 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
+use crate::error::RuntimeErrorContext;
+use crate::metadata_io::targets::{
+    normalize, MetadataTargetIdentity, TargetClaimRefusal, TargetHistory,
+};
 
 /// A waiting receipt.
 #[derive(Debug)]
@@ -23,15 +27,37 @@ pub(super) struct Queued {
     pub(super) permit: ResourcePermit,
 }
 
-#[derive(Debug)]
 pub(super) struct Resource {
+    /// The target as the caller spelled it (for snapshots).
     pub(super) target: Arc<Path>,
-    pub(super) durable: Option<MetadataGeneration>,
+    /// The target's history in the owner's registry: its durable
+    /// generation and fence are read there, never copied.
+    pub(super) history: Arc<TargetHistory>,
+    /// The durable generation this actor last saw in `history` (at the
+    /// claim, then after each of its writes): a retirement checks that the
+    /// history still holds it.
+    pub(super) seen_durable: Option<MetadataGeneration>,
     pub(super) in_flight: Option<(MetadataGeneration, usize)>,
     pub(super) queued: Option<Queued>,
     pub(super) waiters: Vec<Waiter>,
-    pub(super) fenced: bool,
     pub(super) listed: bool,
+}
+
+impl fmt::Debug for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resource")
+            .field("target", &self.target)
+            .field("in_flight", &self.in_flight)
+            .field("waiters", &self.waiters.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resource {
+    /// The identity of this resource's target history.
+    pub(super) fn identity(&self) -> MetadataTargetIdentity {
+        MetadataTargetIdentity(Arc::clone(&self.history))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -83,7 +109,11 @@ impl ActorShared {
         request: MetadataWriteRequest,
         deadline: MetadataDeadline,
     ) -> RuntimeResult<MetadataIoAdmissionOutcome> {
-        if deadline.is_expired() {
+        if deadline.is_expired()
+            || request
+                .lane_deadline
+                .is_some_and(MetadataDeadline::is_expired)
+        {
             return Err(RuntimeError::timed_out(
                 RuntimeOperation::AdmitMetadataSnapshot,
             ));
@@ -92,7 +122,6 @@ impl ActorShared {
         {
             return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
         }
-        let name = Arc::clone(&request.resource);
         let mut guard = self.state.lock();
         // Again under the lock: the coordinator decides it is finished
         // under this lock, so nothing is admitted after that decision.
@@ -103,45 +132,37 @@ impl ActorShared {
         // Target ownership: one resource per target per owner. A resource
         // may move to another target only while it has no pending work
         // (invariant 98); its old target keeps its history.
+        let targets = self.resources.metadata_targets();
         let moving = match state.resources.get(&request.resource) {
-            Some(existing)
-                if crate::resources::normalize(&existing.target)
-                    != crate::resources::normalize(&request.target) =>
-            {
+            Some(existing) if existing.history.key() != normalize(&request.target) => {
                 if existing.in_flight.is_some() || existing.queued.is_some() {
                     return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
                 }
-                Some(Arc::clone(&existing.target))
+                Some(Arc::clone(&existing.history))
             }
             Some(_) => None,
             None => {
-                if state.resources.len() >= self.resources.metadata_target_capacity() {
-                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+                if state.resources.len() >= targets.capacity() {
+                    return Err(registry_full(targets.capacity()));
                 }
                 None
             }
         };
         if moving.is_some() || !state.resources.contains_key(&request.resource) {
-            if state.resources.len() >= self.resources.metadata_target_capacity() {
-                return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
-            }
-            match self
-                .resources
-                .claim_metadata_target(&request.target, &request.resource, self.id)
-            {
-                Ok((durable, fenced)) => {
-                    if let Some(old_target) = &moving {
-                        self.resources.release_metadata_target(old_target, self.id);
+            match targets.claim(&request.target, &request.resource, self.id) {
+                Ok(history) => {
+                    if let Some(old) = &moving {
+                        old.release(self.id);
                     }
                     state.resources.insert(
                         Arc::clone(&request.resource),
                         Resource {
                             target: Arc::clone(&request.target),
-                            durable,
+                            seen_durable: history.durable(),
+                            history,
                             in_flight: None,
                             queued: None,
                             waiters: Vec::new(),
-                            fenced,
                             listed: false,
                         },
                     );
@@ -149,28 +170,28 @@ impl ActorShared {
                 Err(TargetClaimRefusal::Conflict) => {
                     return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
                 }
-                Err(TargetClaimRefusal::Full) => {
-                    return Err(capacity(RuntimeOperation::AdmitMetadataOperation))
-                }
+                Err(TargetClaimRefusal::Full { capacity }) => return Err(registry_full(capacity)),
             }
         }
         let Some(resource) = state.resources.get_mut(&request.resource) else {
             return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
         };
         let generation = request.generation;
-        if let Some(durable) = resource.durable.filter(|durable| generation <= *durable) {
+        let durable = resource.history.durable();
+        if let Some(durable) = durable.filter(|durable| generation <= *durable) {
             return Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
                 generation,
+                identity: resource.identity(),
                 outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
             }));
         }
-        if resource.fenced {
+        if resource.history.fenced() {
             return Err(RuntimeError::context_unavailable(
                 RuntimeOperation::MetadataResourceTarget,
             ));
         }
         if state.waiters >= self.max_waiters || resource.waiters.len() >= self.max_waiters {
-            return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+            return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
         }
         let covered = resource
             .in_flight
@@ -188,10 +209,10 @@ impl ActorShared {
                     let old = queued.request.len();
                     if len > old {
                         if state.pending_bytes + (len - old) > self.config.max_pending_bytes {
-                            return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
                         }
                         if queued.permit.try_resize(len).is_err() {
-                            return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
                         }
                         queued.request = request;
                         state.pending_bytes += len - old;
@@ -203,13 +224,13 @@ impl ActorShared {
                 }
                 None => {
                     if state.pending_operations >= self.config.max_pending_operations {
-                        return Err(capacity(RuntimeOperation::AdmitMetadataOperation));
+                        return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
                     }
                     if state.pending_bytes + len > self.config.max_pending_bytes {
-                        return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                        return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
                     }
                     let Ok(permit) = self.budget.try_acquire_data(len) else {
-                        return Err(capacity(RuntimeOperation::AdmitMetadataBytes));
+                        return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
                     };
                     resource.queued = Some(Queued { request, permit });
                     state.pending_operations += 1;
@@ -227,8 +248,8 @@ impl ActorShared {
         }
         let (sender, receiver) = oneshot::channel();
         resource.waiters.push(Waiter { generation, sender });
+        let identity = resource.identity();
         state.waiters += 1;
-        let _ = &name;
         drop(guard);
         // Start the write from here when a slot is free (no coordinator
         // hop); the coordinator only watches for the end.
@@ -236,7 +257,19 @@ impl ActorShared {
         self.wake.notify_one();
         Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
             generation,
+            identity,
             outcome: ReceiptOutcome::Pending(receiver),
         }))
     }
+}
+
+/// The refusal of a new target beyond the registry's (or an actor's
+/// resource cache's) capacity, naming the capacity.
+fn registry_full(capacity: usize) -> RuntimeError {
+    capacity_error(RuntimeOperation::AdmitMetadataOperation).with_context(
+        RuntimeErrorContext::Capacity {
+            limit: "metadata target registry",
+            capacity,
+        },
+    )
 }

@@ -79,6 +79,20 @@ impl ActorShared {
         permit: ResourcePermit,
     ) {
         let generation = request.generation;
+        let lane_deadline = request.lane_deadline;
+        if lane_deadline.is_some_and(MetadataDeadline::is_expired) {
+            // Never started: the lane deadline passed while it was queued.
+            let name = Arc::clone(&request.resource);
+            drop((request, permit));
+            self.complete(
+                &name,
+                generation,
+                MetadataIoCommitOutcome::FailedBeforeCommit(RuntimeError::timed_out(
+                    RuntimeOperation::RunBlockingTask,
+                )),
+            );
+            return;
+        }
         let claim = WriteClaim {
             state: Arc::new(AtomicU8::new(CLAIM_PENDING)),
             shared: Arc::clone(self),
@@ -133,8 +147,13 @@ impl ActorShared {
         let refused = writer_claim.0.clone_handle();
         let writer = async move {
             let writer_claim = writer_claim;
-            let far = ShutdownDeadline::after(Duration::from_secs(86_400 * 365));
-            if let Err(error) = lane.spawn_io_until("metadata-write", far, work).await {
+            // Without a lane deadline the write waits for a slot for as
+            // long as the lane's own queue timeout allows.
+            let until = lane_deadline.map_or_else(
+                || ShutdownDeadline::after(Duration::from_secs(86_400 * 365)),
+                |deadline| ShutdownDeadline::from_tokio(deadline.instant()),
+            );
+            if let Err(error) = lane.spawn_io_until("metadata-write", until, work).await {
                 // Refused before it started (or the caller stopped waiting
                 // while it runs: then the closure has claimed the write).
                 writer_claim.0.abandon(error);
@@ -176,23 +195,20 @@ impl ActorShared {
         }
         match &outcome {
             MetadataIoCommitOutcome::Durable(durable) => {
-                resource.durable = Some(resource.durable.map_or(*durable, |old| old.max(*durable)));
-                self.resources
-                    .record_metadata_durable(&resource.target, *durable);
+                resource.history.record_durable(*durable);
+                resource.seen_durable = resource.history.durable();
             }
-            MetadataIoCommitOutcome::CommitOutcomeUnknown(_) => {
-                resource.fenced = true;
-                self.resources.fence_metadata_target(&resource.target);
-            }
+            MetadataIoCommitOutcome::CommitOutcomeUnknown(_) => resource.history.fence(),
             MetadataIoCommitOutcome::FailedBeforeCommit(_) => {}
         }
+        let fenced = resource.history.fenced();
         let (covered, waiting): (Vec<_>, Vec<_>) = resource
             .waiters
             .drain(..)
             .partition(|waiter| waiter.generation <= generation);
         resource.waiters = waiting;
         state.waiters -= covered.len();
-        if resource.fenced {
+        if fenced {
             // Nothing more is written to a fenced target.
             if let Some(queued) = resource.queued.take() {
                 state.pending_operations -= 1;
@@ -229,7 +245,9 @@ impl ActorShared {
     /// write an older generation over a newer one).
     pub(super) fn finish(&self) {
         if !self.released.swap(true, Ordering::SeqCst) {
-            self.resources.release_metadata_writer(self.id);
+            for resource in self.state.lock().resources.values() {
+                resource.history.release(self.id);
+            }
             self.coordinator_done.store(true, Ordering::SeqCst);
             self.finished.notify_waiters();
         }

@@ -1,0 +1,430 @@
+//! The owner's metadata target registry: the one owner of every target's
+//! state (which resource it belongs to, its live writer, its durable
+//! generation and its fence), shared by all metadata actors of one owner.
+//!
+//! Invariants:
+//!
+//! 1. One entry per normalized absolute target path (`.` removed, `..`
+//!    folded lexically, no filesystem access; lower-cased on Windows). An
+//!    entry is a *history*: an object whose pointer is its identity
+//!    ([`MetadataTargetIdentity`]).
+//! 2. A history belongs to one resource and has at most one live writer (an
+//!    actor). A claim by another resource, or while another actor writes,
+//!    is refused; a claim of a new path beyond the capacity is refused
+//!    naming the capacity.
+//! 3. A history's durable generation only rises, and its fence (set after
+//!    an unknown commit outcome) never lifts. Both outlive the actor that
+//!    wrote them: a replacement actor of the same resource resolves older
+//!    generations from the history without rewriting. Actors read these
+//!    values from the history; none keeps its own copy.
+//! 4. Retirement ends a history: only an idle (no live writer), unfenced
+//!    history whose durable generation is the one its retiring actor saw
+//!    is retired. It leaves the registry (its slot is free) and is marked
+//!    retired: a later claim of the path creates a new identity, and
+//!    nothing is ever recorded in a retired history again. Receipts handed
+//!    out before keep the outcome they were given.
+//! 5. Lock order: an actor's state lock, then the registry lock, then a
+//!    history's lock. The history lock is only held to read or update one
+//!    history.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::loom::Mutex;
+use crate::metadata_io::types::MetadataGeneration;
+
+/// Target histories one owner keeps by default
+/// ([`RuntimeOwnerPlan::with_metadata_target_capacity`](crate::RuntimeOwnerPlan::with_metadata_target_capacity)).
+pub(crate) const DEFAULT_CAPACITY: NonZeroUsize = match NonZeroUsize::new(4_096) {
+    Some(capacity) => capacity,
+    None => NonZeroUsize::MIN,
+};
+
+/// The identity of one target history: equal only to a clone of itself.
+///
+/// A later history of the same path (after retirement) is a different
+/// identity. It grants no write access.
+#[derive(Clone)]
+pub struct MetadataTargetIdentity(pub(crate) Arc<TargetHistory>);
+
+impl PartialEq for MetadataTargetIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for MetadataTargetIdentity {}
+
+impl fmt::Debug for MetadataTargetIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetadataTargetIdentity")
+            .field("resource", &self.0.resource)
+            .field("retired", &self.0.state.lock().retired)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How full an owner's target registry is (no paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MetadataTargetRegistryStats {
+    /// Histories the registry keeps at most.
+    pub capacity: usize,
+    /// Histories it keeps now.
+    pub retained_targets: usize,
+    /// Of those, with a live writer.
+    pub live_owners: usize,
+    /// Of those, without one (kept for their durable generation).
+    pub idle_histories: usize,
+    /// Of those, fenced after an unknown commit outcome.
+    pub fenced_targets: usize,
+    /// New paths the registry can still take.
+    pub remaining_capacity: usize,
+}
+
+/// The answer to
+/// [`MetadataIoActor::retire_target_for_new_identity`](crate::MetadataIoActor::retire_target_for_new_identity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataTargetRetirementOutcome {
+    /// The history ended: its slot is free and the path's next claim gets a
+    /// new identity.
+    Retired,
+    /// The actor has no target for this resource.
+    NotFound,
+    /// The actor still admits submissions: stop admission first.
+    AdmissionOpen,
+    /// A write, a queued generation, a waiter or a live writer remains.
+    WorkInProgress,
+    /// The target is fenced after an unknown commit outcome: reconcile it
+    /// out of band; it is never retired.
+    ReconciliationRequired,
+    /// The history is not the one the actor wrote: another actor wrote
+    /// after it, or it was already retired.
+    HistoryChanged,
+}
+
+/// One target's history (see the module docs).
+pub(crate) struct TargetHistory {
+    key: PathBuf,
+    resource: Arc<str>,
+    state: Mutex<HistoryState>,
+}
+
+#[derive(Debug, Default)]
+struct HistoryState {
+    writer: Option<u64>,
+    durable: Option<MetadataGeneration>,
+    fenced: bool,
+    retired: bool,
+}
+
+impl TargetHistory {
+    /// The normalized path.
+    pub(crate) fn key(&self) -> &Path {
+        &self.key
+    }
+
+    pub(crate) fn durable(&self) -> Option<MetadataGeneration> {
+        self.state.lock().durable
+    }
+
+    pub(crate) fn fenced(&self) -> bool {
+        self.state.lock().fenced
+    }
+
+    /// Raises the durable generation (never lowers it); nothing is recorded
+    /// in a retired history.
+    pub(crate) fn record_durable(&self, generation: MetadataGeneration) {
+        let mut state = self.state.lock();
+        if !state.retired {
+            state.durable = Some(state.durable.map_or(generation, |old| old.max(generation)));
+        }
+    }
+
+    pub(crate) fn fence(&self) {
+        self.state.lock().fenced = true;
+    }
+
+    /// Ends `actor`'s live ownership (the history stays).
+    pub(crate) fn release(&self, actor: u64) {
+        let mut state = self.state.lock();
+        if state.writer == Some(actor) {
+            state.writer = None;
+        }
+    }
+}
+
+/// Why [`MetadataTargetRegistry::claim`] refused a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TargetClaimRefusal {
+    /// Another resource, or another live actor, owns the target.
+    Conflict,
+    /// The registry holds its capacity of histories.
+    Full { capacity: usize },
+}
+
+/// The histories of one owner (see the module docs).
+pub(crate) struct MetadataTargetRegistry {
+    capacity: usize,
+    targets: Mutex<HashMap<PathBuf, Arc<TargetHistory>>>,
+}
+
+impl fmt::Debug for MetadataTargetRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetadataTargetRegistry")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl MetadataTargetRegistry {
+    pub(crate) fn new(capacity: NonZeroUsize) -> Self {
+        Self {
+            capacity: capacity.get(),
+            targets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Claims `target` for `resource` written by `actor`: its history, new
+    /// if the path has none (invariant 2).
+    pub(crate) fn claim(
+        &self,
+        target: &Path,
+        resource: &Arc<str>,
+        actor: u64,
+    ) -> Result<Arc<TargetHistory>, TargetClaimRefusal> {
+        let key = normalize(target);
+        let mut targets = self.targets.lock();
+        if let Some(history) = targets.get(&key) {
+            let mut state = history.state.lock();
+            if history.resource != *resource || state.writer.is_some_and(|writer| writer != actor) {
+                return Err(TargetClaimRefusal::Conflict);
+            }
+            state.writer = Some(actor);
+            drop(state);
+            return Ok(Arc::clone(history));
+        }
+        if targets.len() >= self.capacity {
+            return Err(TargetClaimRefusal::Full {
+                capacity: self.capacity,
+            });
+        }
+        let history = Arc::new(TargetHistory {
+            key: key.clone(),
+            resource: Arc::clone(resource),
+            state: Mutex::new(HistoryState {
+                writer: Some(actor),
+                ..HistoryState::default()
+            }),
+        });
+        targets.insert(key, Arc::clone(&history));
+        Ok(history)
+    }
+
+    /// Retires `history` if it is idle, unfenced and still at `seen`, the
+    /// durable generation its retiring actor saw (invariant 4).
+    pub(crate) fn retire(
+        &self,
+        history: &Arc<TargetHistory>,
+        seen: Option<MetadataGeneration>,
+    ) -> MetadataTargetRetirementOutcome {
+        let mut targets = self.targets.lock();
+        let current = targets
+            .get(&history.key)
+            .is_some_and(|current| Arc::ptr_eq(current, history));
+        if !current {
+            return MetadataTargetRetirementOutcome::HistoryChanged;
+        }
+        let mut state = history.state.lock();
+        if state.writer.is_some() {
+            return MetadataTargetRetirementOutcome::WorkInProgress;
+        }
+        if state.fenced {
+            return MetadataTargetRetirementOutcome::ReconciliationRequired;
+        }
+        if state.durable != seen {
+            return MetadataTargetRetirementOutcome::HistoryChanged;
+        }
+        state.retired = true;
+        drop(state);
+        targets.remove(&history.key);
+        MetadataTargetRetirementOutcome::Retired
+    }
+
+    /// The newest durable generation of `resource` over the histories the
+    /// registry keeps (a resource that moved targets has one per path).
+    pub(crate) fn durable_of(&self, resource: &str) -> Option<MetadataGeneration> {
+        self.targets
+            .lock()
+            .values()
+            .filter(|history| &*history.resource == resource)
+            .filter_map(|history| history.durable())
+            .max()
+    }
+
+    pub(crate) fn stats(&self) -> MetadataTargetRegistryStats {
+        let targets = self.targets.lock();
+        let (mut live_owners, mut fenced_targets) = (0, 0);
+        for history in targets.values() {
+            let state = history.state.lock();
+            live_owners += usize::from(state.writer.is_some());
+            fenced_targets += usize::from(state.fenced);
+        }
+        MetadataTargetRegistryStats {
+            capacity: self.capacity,
+            retained_targets: targets.len(),
+            live_owners,
+            idle_histories: targets.len() - live_owners,
+            fenced_targets,
+            remaining_capacity: self.capacity.saturating_sub(targets.len()),
+        }
+    }
+}
+
+/// The identity of a metadata target path: the absolute path with `.`
+/// removed and `..` folded lexically (no filesystem access, no symlink
+/// resolution), lower-cased on Windows (case-insensitive file names).
+/// `./x`, `x` and `d/../x` name one target.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut normalized = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `..` at the root stays at the root.
+                normalized.pop();
+            }
+            other => normalized.push(other),
+        }
+    }
+    #[cfg(windows)]
+    {
+        normalized = PathBuf::from(normalized.to_string_lossy().to_lowercase());
+    }
+    normalized
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn registry(capacity: usize) -> MetadataTargetRegistry {
+        MetadataTargetRegistry::new(NonZeroUsize::new(capacity).expect("positive"))
+    }
+
+    #[test]
+    fn target_identities_fold_dots_lexically() {
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(normalize(Path::new("x.json")), cwd.join("x.json"));
+        assert_eq!(normalize(Path::new("./x.json")), cwd.join("x.json"));
+        assert_eq!(normalize(Path::new("d/../x.json")), cwd.join("x.json"));
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c.json")),
+            Path::new("/a/c.json")
+        );
+        assert_eq!(normalize(Path::new("/../../c.json")), Path::new("/c.json"));
+        assert_ne!(
+            normalize(Path::new("/a/c.json")),
+            normalize(Path::new("/b/c.json"))
+        );
+    }
+
+    #[test]
+    fn one_resource_and_one_live_writer_per_target() {
+        let registry = registry(4);
+        let offsets: Arc<str> = Arc::from("offsets");
+        let history = registry
+            .claim(Path::new("/t/a.json"), &offsets, 1)
+            .expect("claimed");
+        assert_eq!(
+            registry
+                .claim(Path::new("/t/a.json"), &Arc::from("other"), 1)
+                .err(),
+            Some(TargetClaimRefusal::Conflict)
+        );
+        assert_eq!(
+            registry.claim(Path::new("/t/a.json"), &offsets, 2).err(),
+            Some(TargetClaimRefusal::Conflict),
+            "another live actor"
+        );
+        history.release(1);
+        let again = registry
+            .claim(Path::new("/t/./a.json"), &offsets, 2)
+            .expect("released");
+        assert!(Arc::ptr_eq(&history, &again), "the same history");
+    }
+
+    #[test]
+    fn a_full_registry_names_its_capacity_and_retirement_frees_a_slot() {
+        let registry = registry(1);
+        let offsets: Arc<str> = Arc::from("offsets");
+        let history = registry
+            .claim(Path::new("/t/a.json"), &offsets, 1)
+            .expect("claimed");
+        assert_eq!(
+            registry.claim(Path::new("/t/b.json"), &offsets, 1).err(),
+            Some(TargetClaimRefusal::Full { capacity: 1 })
+        );
+        history.record_durable(MetadataGeneration::new(3));
+        assert_eq!(
+            registry.retire(&history, Some(MetadataGeneration::new(3))),
+            MetadataTargetRetirementOutcome::WorkInProgress,
+            "a live writer"
+        );
+        history.release(1);
+        assert_eq!(
+            registry.retire(&history, Some(MetadataGeneration::new(2))),
+            MetadataTargetRetirementOutcome::HistoryChanged,
+            "not the durable generation the actor saw"
+        );
+        assert_eq!(
+            registry.retire(&history, Some(MetadataGeneration::new(3))),
+            MetadataTargetRetirementOutcome::Retired
+        );
+        assert_eq!(registry.stats().retained_targets, 0);
+        assert_eq!(
+            registry.retire(&history, Some(MetadataGeneration::new(3))),
+            MetadataTargetRetirementOutcome::HistoryChanged,
+            "retired once"
+        );
+        history.record_durable(MetadataGeneration::new(9));
+        assert_eq!(
+            history.durable(),
+            Some(MetadataGeneration::new(3)),
+            "never revived"
+        );
+        let next = registry
+            .claim(Path::new("/t/a.json"), &offsets, 2)
+            .expect("a new identity");
+        assert!(!Arc::ptr_eq(&history, &next));
+        assert_eq!(next.durable(), None);
+    }
+
+    #[test]
+    fn a_fenced_history_is_never_retired() {
+        let registry = registry(2);
+        let history = registry
+            .claim(Path::new("/t/a.json"), &Arc::from("offsets"), 1)
+            .expect("claimed");
+        history.fence();
+        history.release(1);
+        assert_eq!(
+            registry.retire(&history, None),
+            MetadataTargetRetirementOutcome::ReconciliationRequired
+        );
+        let stats = registry.stats();
+        assert_eq!((stats.fenced_targets, stats.idle_histories), (1, 1));
+        assert_eq!(stats.remaining_capacity, 1);
+    }
+}

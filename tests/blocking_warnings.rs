@@ -1,6 +1,9 @@
-//! `BlockingPoolPolicy::warn_after`: a closure that runs longer is logged
-//! exactly once, naming its lane and task, whether its caller still waits
-//! or gave up. Its own test binary: it installs a global subscriber.
+//! Warnings about blocking work. `BlockingPoolPolicy::warn_after`: a
+//! closure that runs longer is logged exactly once, naming its lane and
+//! task, whether its caller still waits or gave up. `MetadataIoConfig`'s
+//! retained `blocking_*` fields: setting them is logged once per actor
+//! start, since the metadata lane applies instead. Its own test binary: it
+//! installs a global subscriber.
 
 #[path = "support/events.rs"]
 mod events;
@@ -109,4 +112,51 @@ async fn a_closure_within_warn_after_is_not_logged() {
     assert_eq!(value, 7);
     assert!(warnings_for("fast").is_empty());
     ctx.shutdown_tasks(Duration::from_secs(1)).await;
+}
+
+const LEGACY: &str = "MetadataIoConfig blocking_* fields are retained for compatibility and have no effect: writes run on the metadata lane, configured through RuntimeConfig::blocking_lane_policies.metadata_io";
+
+#[tokio::test]
+async fn retained_metadata_blocking_fields_warn_once_per_actor_start() {
+    events::recorded();
+    let policy = BlockingPoolPolicy {
+        name: "legacy-fields-lane".to_string(),
+        ..BlockingPoolPolicy::default()
+    };
+    let harness =
+        RuntimeContext::try_from_current_with_blocking_policy("legacy", policy).expect("valid");
+    let context = harness.service_context("metadata");
+    let legacy_warnings = || {
+        events::recorded()
+            .into_iter()
+            .filter(|event| {
+                event.message == LEGACY
+                    && event.field("lane") == Some("legacy-fields-lane.metadata-io")
+            })
+            .collect::<Vec<_>>()
+    };
+    let defaults = rocketmq_runtime::MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .start(&context)
+        .expect("started");
+    assert!(legacy_warnings().is_empty(), "defaults are not reported");
+    let changed = rocketmq_runtime::MetadataIoConfig {
+        blocking_task_timeout: Duration::from_secs(7),
+        blocking_warn_after: Duration::from_secs(2),
+        ..rocketmq_runtime::MetadataIoConfig::default()
+    };
+    let actor = changed
+        .into_plan()
+        .expect("valid")
+        .start(&context)
+        .expect("started");
+    let warnings = legacy_warnings();
+    assert_eq!(warnings.len(), 1, "once per actor start: {warnings:?}");
+    assert_eq!(
+        warnings[0].field("fields"),
+        Some(r#"["blocking_task_timeout", "blocking_warn_after"]"#)
+    );
+    drop((defaults, actor));
+    harness.shutdown_tasks(Duration::from_secs(5)).await;
 }

@@ -351,10 +351,12 @@ fn observations_say_what_is_known() {
     assert!(unobserved.requires_reconciliation());
     // A queued generation observed while its coordinator is aborted.
     let queued = accepted(second.submit(request("held", 2, 8), soon()));
-    let observing = owner.block_on(async { tokio::spawn(queued.observe_until(soon())) });
-    let _ = second_context.task_group().shutdown_now();
     let lost = owner
-        .block_on(support::guard("the observation ends", observing))
+        .block_on(async {
+            let observing = tokio::spawn(queued.observe_until(soon()));
+            let _ = second_context.task_group().shutdown_now();
+            support::guard("the observation ends", observing).await
+        })
         .expect("the observing task");
     assert_eq!(
         lost.unobserved_generation(),

@@ -35,10 +35,11 @@ use std::time::Duration;
 use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
     BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery, CriticalFailureState,
-    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoConfig, RootServiceContext,
-    RuntimeComponent, RuntimeDiagnosticsInputs, RuntimeDiagnosticsViewOptionsV2, RuntimeError,
-    RuntimeErrorKind, RuntimeOperation, ScheduledTaskGroup, ServiceLifecycle,
-    ServiceLifecycleState, ShutdownReason, ShutdownRequest, ENVIRONMENT_VARIABLES,
+    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoCommitAdmissionOutcome,
+    MetadataIoCommitOutcome, MetadataIoConfig, RootServiceContext, RuntimeComponent,
+    RuntimeDiagnosticsInputs, RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorKind,
+    RuntimeOperation, ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownReason,
+    ShutdownRequest, ENVIRONMENT_VARIABLES,
 };
 
 /// Command-line arguments.
@@ -199,11 +200,35 @@ async fn wait_for_stop(
     }
 }
 
-/// What the running broker exposes to `main`: its heartbeat count and its
-/// maintenance schedules (for the drain-time diagnostics).
+/// What the running broker exposes to `main`: its heartbeat count, its
+/// maintenance schedules (for the drain-time diagnostics) and its offset
+/// table (committed once more at the stop).
 struct RunningBroker {
     beats: Arc<AtomicU64>,
     maintenance: ScheduledTaskGroup,
+    offsets: OffsetTable,
+}
+
+/// The metadata resource that holds the consumer offsets.
+const OFFSETS_RESOURCE: &str = "consumer-offsets";
+
+/// A simulated consumer-offset table: each snapshot advances the offsets.
+#[derive(Clone)]
+struct OffsetTable {
+    path: PathBuf,
+    clock: Arc<AtomicU64>,
+}
+
+impl OffsetTable {
+    /// The table's current content as JSON.
+    fn snapshot(&self) -> String {
+        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
+        serde_json::json!({
+            "broker": "broker-a",
+            "offsets": { "TopicTest-0": tick * 10, "TopicTest-1": tick * 7 },
+        })
+        .to_string()
+    }
 }
 
 fn start_broker(
@@ -216,23 +241,22 @@ fn start_broker(
     // file, fsync, atomic rename, directory fsync) several times a second
     // through the metadata actor; snapshots queued while a write runs
     // coalesce, so only the newest is written.
-    let offsets_path = data_dir.join("consumer-offsets.json");
+    let offsets = OffsetTable {
+        path: data_dir.join("consumer-offsets.json"),
+        clock: Arc::new(AtomicU64::new(0)),
+    };
     let persisted = metadata.clone();
-    let offsets_clock = Arc::new(AtomicU64::new(0));
+    let table = offsets.clone();
     broker.scheduled_tasks("metadata").schedule(
         ScheduledTaskConfig::fixed_rate_no_overlap("persist-offsets", Duration::from_millis(200)),
         ScheduledExecutionPolicy::default(),
         move || {
             let actor = persisted.clone();
-            let path = offsets_path.clone();
-            let tick = offsets_clock.fetch_add(1, Ordering::Relaxed);
+            let path = table.path.clone();
+            let snapshot = table.snapshot();
             async move {
-                let table = serde_json::json!({
-                    "broker": "broker-a",
-                    "offsets": { "TopicTest-0": tick * 10, "TopicTest-1": tick * 7 },
-                });
                 let deadline = MetadataDeadline::after(Duration::from_secs(1));
-                match actor.submit_next("consumer-offsets", path, table.to_string(), deadline) {
+                match actor.submit_next(OFFSETS_RESOURCE, path, snapshot, deadline) {
                     Ok(_) => {}
                     Err(error) => eprintln!("offset table not persisted: {error}"),
                 }
@@ -367,7 +391,11 @@ fn start_broker(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })?;
-    Ok(RunningBroker { beats, maintenance })
+    Ok(RunningBroker {
+        beats,
+        maintenance,
+        offsets,
+    })
 }
 
 /// Logs what the process still owns as it starts draining: a sanitized V2
@@ -503,21 +531,34 @@ fn main() -> ExitCode {
     owner.block_on(lifecycle.wait_drain_delay());
 
     // One deadline, frozen by the first request, for every step: traffic
-    // first (the request worker drains), then the metadata (accepted offset
-    // snapshots become durable), then the runtime with the probes.
+    // first (the request worker drains), then the metadata (the last offset
+    // table is committed, and accepted snapshots become durable), then the
+    // runtime with the probes.
     let deadline = request.deadline;
     let broker_report = owner.block_on(broker.task_group().shutdown_until(deadline));
-    let drained =
-        owner.block_on(metadata.shutdown_until(MetadataDeadline::at(deadline.tokio_instant())));
+    let metadata_deadline = MetadataDeadline::at(deadline.tokio_instant());
+    let last_commit = owner.block_on(metadata.submit_next_commit(
+        OFFSETS_RESOURCE,
+        running.offsets.path.clone(),
+        running.offsets.snapshot(),
+        metadata_deadline,
+    ));
+    let last_committed = match last_commit {
+        Ok(MetadataIoCommitAdmissionOutcome::Completed(MetadataIoCommitOutcome::Durable(_))) => {
+            true
+        }
+        other => {
+            eprintln!("last offset table not committed: {other:?}");
+            false
+        }
+    };
+    let drained = owner.block_on(metadata.shutdown_until(metadata_deadline));
     eprintln!(
         "broker stopped (healthy: {}); metadata: {} unfinished, durable offsets generation {:?}",
         broker_report.is_healthy(),
         drained.unfinished.len(),
         metadata
-            .snapshot()
-            .resources
-            .first()
-            .and_then(|resource| resource.durable_generation)
+            .confirmed_durable_generation(OFFSETS_RESOURCE)
             .map(|generation| generation.get())
     );
     let report = match owner.shutdown_runtime_blocking_until(deadline) {
@@ -537,7 +578,7 @@ fn main() -> ExitCode {
         eprintln!("critical failure: {failure:?}");
     }
     // Metadata that did not become durable is lost work: the exit says so.
-    let metadata_lost = drained.timed_out || !drained.unfinished.is_empty();
+    let metadata_lost = !last_committed || drained.timed_out || !drained.unfinished.is_empty();
     if report.is_healthy() && !failed && critical.is_none() && !metadata_lost {
         ExitCode::from(EXIT_CLEAN)
     } else {

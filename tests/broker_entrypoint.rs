@@ -304,3 +304,35 @@ fn draining_logs_a_sanitized_diagnostics_view() {
         assert!(!json.contains(planted), "{planted} in the sanitized view");
     }
 }
+
+/// The stop commits the last offset table before the metadata actor stops
+/// (`submit_next_commit`) and reports the confirmed durable generation: the
+/// table on disk is the one that generation committed.
+#[test]
+fn the_stop_commits_the_last_offset_table() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(example_binary())
+        .args(["--run-for", "0.5", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run example");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let generation: u64 = stderr
+        .split_once("durable offsets generation Some(")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(number, _)| number.parse().ok())
+        .unwrap_or_else(|| panic!("no confirmed generation: {stderr}"));
+    let table: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(data.path().join("consumer-offsets.json")).expect("the offset table"),
+    )
+    .expect("JSON");
+    // Generation g carries the table of tick g - 1 (offset 10 per tick).
+    assert_eq!(
+        table["offsets"]["TopicTest-0"],
+        (generation - 1) * 10,
+        "{table}"
+    );
+}

@@ -1,7 +1,11 @@
-//! Crash consistency of `LocalMetadataFileSystem::persist_atomic`.
+//! Crash consistency of `LocalMetadataFileSystem::persist_atomic`, called
+//! directly and through a `MetadataIoActor`.
 //!
 //! The parent test re-runs this test binary as a child process that writes
-//! snapshot generations to one target forever, kills it with `SIGKILL`
+//! snapshot generations to one target forever (even rounds call
+//! `persist_atomic` directly; odd rounds build a `RuntimeOwner` and commit
+//! each generation with `MetadataIoActor::submit_commit`, checking
+//! `confirmed_durable_generation` after each), kills it with `SIGKILL`
 //! (`Child::kill`) at a pseudo-random moment, and checks what a restarted
 //! process would find: no target, or exactly one complete generation (never a
 //! torn or mixed file), never an older generation than before, and at most the
@@ -24,10 +28,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rocketmq_runtime::{LocalMetadataFileSystem, MetadataFileSystem};
+use rocketmq_runtime::{
+    LocalMetadataFileSystem, MetadataDeadline, MetadataFileSystem, MetadataGeneration,
+    MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome, MetadataIoConfig,
+    MetadataWriteRequest, RuntimeConfig, RuntimeOwner,
+};
 
 /// Set (to the working directory) only in the child process.
 const CHILD_DIR_ENV: &str = "ROCKETMQ_CRASH_CHILD_DIR";
+/// Set to [`ACTOR_MODE`] in the child of an odd round.
+const CHILD_MODE_ENV: &str = "ROCKETMQ_CRASH_CHILD_MODE";
+/// The child writes through a metadata actor instead of calling
+/// `persist_atomic` itself.
+const ACTOR_MODE: &str = "actor";
+/// The actor's resource name for the snapshot.
+const RESOURCE: &str = "snapshot";
 /// The child's test name (as passed to `--exact`).
 const CHILD_TEST: &str = "crash_child_writer";
 /// Printed by the child once it is about to write.
@@ -142,22 +157,68 @@ fn crash_child_writer() {
         return;
     };
     let target = dir.join(TARGET_NAME);
-    let mut generation = read_generation(&target).unwrap_or(0);
-    println!("{READY_LINE}");
+    let generation = read_generation(&target).unwrap_or(0);
     let limit = generation + CHILD_MAX_GENERATIONS;
     let parent = std::os::unix::process::parent_id();
     // Stops by itself if the parent test died without killing it (the child
     // was re-parented) or its temporary directory is gone.
-    while generation < limit && std::os::unix::process::parent_id() == parent && dir.is_dir() {
+    let keep_writing = |generation: u64| {
+        generation < limit && std::os::unix::process::parent_id() == parent && dir.is_dir()
+    };
+    if std::env::var(CHILD_MODE_ENV).as_deref() == Ok(ACTOR_MODE) {
+        write_through_actor(&target, generation, keep_writing);
+    } else {
+        write_directly(&target, generation, keep_writing);
+    }
+}
+
+fn write_directly(target: &Path, mut generation: u64, keep_writing: impl Fn(u64) -> bool) {
+    println!("{READY_LINE}");
+    while keep_writing(generation) {
         generation += 1;
-        let bytes = snapshot(generation);
         if LocalMetadataFileSystem
-            .persist_atomic(&target, &bytes)
+            .persist_atomic(target, &snapshot(generation))
             .is_err()
         {
             return;
         }
     }
+}
+
+/// Commits each generation through a metadata actor (the local file
+/// system) and checks that the actor confirms it durable.
+fn write_through_actor(target: &Path, mut generation: u64, keep_writing: impl Fn(u64) -> bool) {
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("crash-child", 2))
+        .expect("valid plan")
+        .build()
+        .expect("runtime");
+    let actor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid metadata plan")
+        .start(&owner.root_context().component("metadata"))
+        .expect("actor");
+    println!("{READY_LINE}");
+    owner.block_on(async {
+        while keep_writing(generation) {
+            generation += 1;
+            let request =
+                MetadataWriteRequest::new(RESOURCE, generation, target, snapshot(generation));
+            let deadline = MetadataDeadline::after(Duration::from_secs(30));
+            match actor.submit_commit(request, deadline).await {
+                Ok(MetadataIoCommitAdmissionOutcome::Completed(
+                    MetadataIoCommitOutcome::Durable(durable),
+                )) => {
+                    assert_eq!(durable, MetadataGeneration::new(generation));
+                    assert_eq!(
+                        actor.confirmed_durable_generation(RESOURCE),
+                        Some(durable),
+                        "a committed generation is the confirmed one"
+                    );
+                }
+                _ => return,
+            }
+        }
+    });
 }
 
 #[test]
@@ -173,10 +234,15 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
     let mut previous = None;
     let mut rounds_with_temporary = 0;
     let mut rounds_with_progress = 0;
+    let mut actor_rounds_with_progress = 0;
     for round in 0..ROUNDS {
         let child = Command::new(&exe)
             .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR_ENV, dir.path())
+            .env(
+                CHILD_MODE_ENV,
+                if round % 2 == 1 { ACTOR_MODE } else { "direct" },
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -211,6 +277,9 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
         );
         if generation > previous {
             rounds_with_progress += 1;
+            if round % 2 == 1 {
+                actor_rounds_with_progress += 1;
+            }
         }
         previous = generation;
 
@@ -237,10 +306,10 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
         }
     }
     println!(
-        "{ROUNDS} rounds: final generation {previous:?}, {rounds_with_progress} rounds advanced the target, {rounds_with_temporary} killed mid-write"
+        "{ROUNDS} rounds: final generation {previous:?}, {rounds_with_progress} rounds advanced the target ({actor_rounds_with_progress} through the actor), {rounds_with_temporary} killed mid-write"
     );
     assert!(
-        rounds_with_progress > 0,
-        "no round ever completed a write; the kill window never covered a whole write"
+        rounds_with_progress > actor_rounds_with_progress && actor_rounds_with_progress > 0,
+        "both kinds of writer must complete a write in some round; the kill window never covered a whole write"
     );
 }

@@ -1,6 +1,6 @@
 //! Code written against the spec's signatures compiles and behaves: each
 //! test uses one changed signature the way user code does (CONTRACTS 1.3,
-//! 1.5, 1.9, 1.11, 1.16, 1.17, 1.18, 1.19).
+//! 1.2, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19).
 
 mod support;
 
@@ -253,5 +253,117 @@ fn diagnostics_signatures_of_the_spec() {
         let _: RuntimeDiagnosticsSnapshot = harness.diagnostics_snapshot();
         harness.shutdown_tasks(Duration::from_secs(1)).await;
     });
+    owner.shutdown_runtime_blocking().expect("shuts down");
+}
+
+/// The metadata surface of CONTRACTS 1.2, 1.10, 1.14 and 1.15: a store that
+/// commits, observes, reads its confirmed generation and retires its
+/// target, written with the spec's types.
+#[test]
+fn metadata_signatures_of_the_spec() {
+    use std::num::NonZeroUsize;
+
+    use rocketmq_runtime::{
+        MetadataDeadline, MetadataGeneration, MetadataIoActor, MetadataIoActorLimitsProfile,
+        MetadataIoBlockingLaneProfile, MetadataIoCommitAdmissionOutcome,
+        MetadataIoCommitObservation, MetadataIoCommitOutcome, MetadataIoConfig,
+        MetadataIoEffectiveProfile, MetadataIoLegacyBlockingField, MetadataIoObserver,
+        MetadataIoReceipt, MetadataIoSnapshot, MetadataLimitSource, MetadataTargetIdentity,
+        MetadataTargetRegistryStats, MetadataTargetRetirementOutcome, MetadataWriteRequest,
+        RuntimeConfig, RuntimeOwner, RuntimeResult,
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("metadata-spec", 2))
+        .expect("valid")
+        .with_metadata_target_capacity(NonZeroUsize::new(8).expect("positive"))
+        .build()
+        .expect("runtime");
+    let actor: MetadataIoActor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .start(&owner.root_context().component("store"))
+        .expect("started");
+    let deadline = MetadataDeadline::after(Duration::from_secs(30));
+    let target = dir.path().join("topics.json");
+
+    let request = MetadataWriteRequest::new("topics", 1, &target, b"{}".to_vec())
+        .with_lane_deadline(deadline);
+    let _: Option<MetadataDeadline> = request.lane_deadline();
+    let committed: RuntimeResult<MetadataIoCommitAdmissionOutcome> =
+        owner.block_on(actor.submit_commit(request, deadline));
+    assert!(matches!(
+        committed,
+        Ok(MetadataIoCommitAdmissionOutcome::Completed(
+            MetadataIoCommitOutcome::Durable(_)
+        ))
+    ));
+    let observed: MetadataIoCommitObservation = owner
+        .block_on(actor.submit_next_observed("topics", &target, b"{\"a\":1}".to_vec(), deadline))
+        .expect("admitted");
+    assert!(!observed.requires_reconciliation());
+    assert!(matches!(
+        observed.settled(),
+        Some(MetadataIoCommitOutcome::Durable(_))
+    ));
+    let generation: MetadataGeneration = observed.generation();
+    assert_eq!(observed.unobserved_generation(), None);
+    let _: RuntimeResult<MetadataIoCommitAdmissionOutcome> = owner
+        .block_on(actor.submit_next_commit("topics", &target, b"{\"a\":2}".to_vec(), deadline));
+    let receipt: MetadataIoReceipt = match actor
+        .submit_next("topics", &target, b"{\"a\":3}".to_vec(), deadline)
+        .expect("admitted")
+    {
+        rocketmq_runtime::MetadataIoAdmissionOutcome::Accepted(receipt) => receipt,
+        other => panic!("{other:?}"),
+    };
+    let identity: MetadataTargetIdentity = receipt.target_identity();
+    assert_eq!(actor.target_identity("topics"), Some(identity));
+    let last: MetadataIoCommitObservation = owner.block_on(receipt.observe_until(deadline));
+    assert!(last.generation() > generation);
+    assert_eq!(
+        actor.confirmed_durable_generation("topics"),
+        Some(last.generation())
+    );
+    let _: RuntimeResult<MetadataIoCommitObservation> = owner.block_on(actor.submit_observed(
+        MetadataWriteRequest::new(
+            "topics",
+            last.generation().get() + 1,
+            &target,
+            b"{}".to_vec(),
+        ),
+        deadline,
+    ));
+
+    let observer: MetadataIoObserver = actor.observer();
+    let _: Option<MetadataIoSnapshot> = observer.snapshot();
+    let profile: MetadataIoEffectiveProfile = actor.effective_profile();
+    let lane: &MetadataIoBlockingLaneProfile = &profile.blocking_lane;
+    let limits: &MetadataIoActorLimitsProfile = &profile.actor_limits;
+    let legacy: &[MetadataIoLegacyBlockingField; 3] = &profile.legacy_blocking_fields;
+    assert_eq!(limits.max_waiters, 4 * limits.max_pending_operations);
+    assert!(limits.max_concurrent_writes <= lane.max_concurrency);
+    assert!(legacy
+        .iter()
+        .all(|field| field.effective_source == MetadataLimitSource::BlockingLanePolicy));
+
+    let stats: MetadataTargetRegistryStats = owner.resources().metadata_target_stats();
+    assert_eq!((stats.capacity, stats.retained_targets), (8, 1));
+    let open: RuntimeResult<MetadataTargetRetirementOutcome> =
+        actor.retire_target_for_new_identity("topics");
+    assert_eq!(
+        open.ok(),
+        Some(MetadataTargetRetirementOutcome::AdmissionOpen)
+    );
+    let stopped = owner.block_on(actor.shutdown_until(deadline));
+    assert!(!stopped.timed_out);
+    assert_eq!(
+        actor.retire_target_for_new_identity("topics").ok(),
+        Some(MetadataTargetRetirementOutcome::Retired)
+    );
+    assert_eq!(
+        owner.resources().metadata_target_stats().retained_targets,
+        0
+    );
     owner.shutdown_runtime_blocking().expect("shuts down");
 }

@@ -1,6 +1,6 @@
 //! Code written against the spec's signatures compiles and behaves: each
-//! test uses one changed signature the way user code does (CONTRACTS 1.3,
-//! 1.2, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19).
+//! test uses one changed signature the way user code does (CONTRACTS 1.2,
+//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19).
 
 mod support;
 

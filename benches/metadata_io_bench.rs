@@ -135,11 +135,14 @@ fn actor(
 }
 
 fn bare_writes(owner: &RuntimeOwner, dir: &Path) -> Duration {
-    let target = dir.join("bare.json");
+    bare_writes_to(owner, vec![dir.join("bare.json"); WRITES])
+}
+
+/// One `spawn_blocking(persist_atomic)` round trip per target, in order.
+fn bare_writes_to(owner: &RuntimeOwner, targets: Vec<PathBuf>) -> Duration {
     owner.block_on(async move {
         let started = wall_clock();
-        for _ in 0..WRITES {
-            let target = target.clone();
+        for target in targets {
             tokio::task::spawn_blocking(move || {
                 LocalMetadataFileSystem
                     .persist_atomic(&target, &[7u8; SNAPSHOT])
@@ -219,24 +222,8 @@ fn gated_release(
 /// The baseline of [`gated_release`]: its three physical writes, each
 /// through `spawn_blocking`.
 fn three_bare_writes(owner: &RuntimeOwner, dir: &Path) -> Duration {
-    let targets = [
-        dir.join("bare-hot.json"),
-        dir.join("bare-cold.json"),
-        dir.join("bare-hot.json"),
-    ];
-    owner.block_on(async move {
-        let started = wall_clock();
-        for target in targets {
-            tokio::task::spawn_blocking(move || {
-                LocalMetadataFileSystem
-                    .persist_atomic(&target, &[7u8; SNAPSHOT])
-                    .expect("written")
-            })
-            .await
-            .expect("joined");
-        }
-        started.elapsed()
-    })
+    let (hot, cold) = (dir.join("bare-hot.json"), dir.join("bare-cold.json"));
+    bare_writes_to(owner, vec![hot.clone(), cold, hot])
 }
 
 /// 8 resources × `PER_RESOURCE` durable writes each: one pipeline per

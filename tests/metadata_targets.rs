@@ -240,27 +240,23 @@ fn submit_commit_outcomes() {
     let (owner, broker) = owner(None);
     let fs = Arc::new(RecordingFs::default());
     let actor = actor(&broker, &fs, 1);
-    let completed = owner
-        .block_on(actor.submit_next_commit(
-            "commit",
-            "/tmp/rocketmq-test/commit.json",
-            payload(0, 8),
-            soon(),
-        ))
-        .expect("admitted");
+    let commit = || {
+        owner
+            .block_on(actor.submit_next_commit(
+                "commit",
+                "/tmp/rocketmq-test/commit.json",
+                payload(0, 8),
+                soon(),
+            ))
+            .expect("admitted")
+    };
+    let completed = commit();
     assert!(matches!(
         completed,
         MetadataIoCommitAdmissionOutcome::Completed(MetadataIoCommitOutcome::Durable(_))
     ));
     *fs.fail_with.lock().expect("unpoisoned") = Some(RuntimeOperation::MetadataWriteTemporary);
-    let failed = owner
-        .block_on(actor.submit_next_commit(
-            "commit",
-            "/tmp/rocketmq-test/commit.json",
-            payload(0, 8),
-            soon(),
-        ))
-        .expect("admitted");
+    let failed = commit();
     assert!(matches!(
         failed,
         MetadataIoCommitAdmissionOutcome::Completed(MetadataIoCommitOutcome::FailedBeforeCommit(_))

@@ -29,12 +29,18 @@
 //!    release (which dispatches again), so the slot is never counted twice
 //!    (loom-modelled, with a release racing a timing-out waiter and a waiter
 //!    waiting for its grant).
+//! 7. Drain-lease submissions wait for room in a full lane queue instead of
+//!    being refused: they register as space watchers before they re-check,
+//!    and every release or withdrawal wakes all watchers (after the lock is
+//!    released) while any are registered, so a slot freed between their
+//!    check and their wait is not missed. Without watchers the hot paths
+//!    read one atomic.
 
 use std::collections::VecDeque;
 
 use tokio::sync::Notify;
 
-use crate::loom::{Arc, AtomicBool, Mutex, Ordering};
+use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// The limits of one lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +227,29 @@ impl Drop for QueuedAdmission {
 pub(crate) struct AdmissionBudget {
     capacity: usize,
     state: Mutex<AdmissionState>,
+    /// Woken (all waiters) when a queue may have gained room, while
+    /// `space_watchers` is non-zero.
+    space: Notify,
+    space_watchers: AtomicUsize,
+}
+
+/// A registered interest in queue room; dropping it unregisters.
+#[derive(Debug)]
+pub(crate) struct SpaceWatch {
+    budget: Arc<AdmissionBudget>,
+}
+
+impl SpaceWatch {
+    /// Woken when a queue of the budget may have gained room.
+    pub(crate) fn space(&self) -> &Notify {
+        &self.budget.space
+    }
+}
+
+impl Drop for SpaceWatch {
+    fn drop(&mut self) {
+        self.budget.space_watchers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A point-in-time view of one lane's admission state.
@@ -249,7 +278,25 @@ impl AdmissionBudget {
                     })
                     .collect(),
             }),
+            space: Notify::new(),
+            space_watchers: AtomicUsize::new(0),
         })
+    }
+
+    /// Registers interest in queue room: create the watch, enable a
+    /// `space().notified()` future, then re-check `admit` before waiting.
+    pub(crate) fn watch_space(self: &Arc<Self>) -> SpaceWatch {
+        self.space_watchers.fetch_add(1, Ordering::SeqCst);
+        SpaceWatch {
+            budget: Arc::clone(self),
+        }
+    }
+
+    /// Wakes the space watchers, if any (after the lock is released).
+    fn wake_space_watchers(&self) {
+        if self.space_watchers.load(Ordering::SeqCst) > 0 {
+            self.space.notify_waiters();
+        }
     }
 
     /// Admits a closure of `lane` at once, queues it, or refuses it.
@@ -304,6 +351,7 @@ impl AdmissionBudget {
         let woken = state.dispatch(self.capacity);
         drop(state);
         wake(woken);
+        self.wake_space_watchers();
         None
     }
 
@@ -313,7 +361,11 @@ impl AdmissionBudget {
         state.lanes[lane].running -= 1;
         let woken = state.dispatch(self.capacity);
         drop(state);
+        let handed_over = !woken.is_empty();
         wake(woken);
+        if handed_over {
+            self.wake_space_watchers();
+        }
     }
 
     fn permit(self: &Arc<Self>, lane: usize) -> AdmissionPermit {

@@ -1,5 +1,6 @@
-//! `BlockingExecutor`: submission, the phases of a blocking call, and the
-//! closure wrapper that keeps capacity until the closure exits.
+//! `BlockingExecutor`: submission, the phases of a blocking call (run by
+//! the `submit` module, which drain leases share), and the closure wrapper
+//! that keeps capacity until the closure exits.
 //!
 //! A submission goes through:
 //!
@@ -10,7 +11,8 @@
 //!    `min(submit + queue_timeout, operation deadline)`, woken early by a
 //!    closing scope), or refuses it (full queue: `CapacityExhausted`). A
 //!    submission that leaves the queue removes its record and withdraws its
-//!    waiter (a slot granted meanwhile goes back through a release);
+//!    waiter (a slot granted meanwhile goes back through a release), and a
+//!    slot granted after the queue deadline is handed on, not used;
 //! 3. the start: after the closed-scope check, past the operation deadline
 //!    the closure never runs (`TimedOut`; the permit and the record go back
 //!    at once); otherwise a [`BlockingJob`] carrying the closure, the
@@ -43,25 +45,20 @@
 use std::fmt;
 use std::future::Future;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
-use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
-use crate::blocking::scope::{ExecutorInner, Isolated};
+use crate::blocking::job::BlockingJob;
+use crate::blocking::scope::{Admit, ExecutorInner, Isolated};
 use crate::blocking::table::BlockingTable;
 use crate::blocking::{
     BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingPoolPolicy, BlockingTaskState,
 };
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
-use crate::shutdown_deadline::saturating_add;
 use crate::task_group::TaskGroup;
 use crate::wait::notified_until;
 use crate::ShutdownDeadline;
-
-/// Results larger than this travel boxed from the blocking thread.
-const INLINE_RESULT_LIMIT: usize = 16 * 1024;
 
 /// A bounded path for blocking work that keeps its capacity until the
 /// closure exits.
@@ -201,7 +198,14 @@ impl BlockingExecutor {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.submit(name.into(), kind, None, Box::new(work))
+        self.submit(
+            name.into(),
+            kind,
+            None,
+            Box::new(work),
+            Admit::Ordinary,
+            None,
+        )
     }
 
     /// [`spawn`](Self::spawn) with one absolute deadline capping both the
@@ -226,7 +230,14 @@ impl BlockingExecutor {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.submit(name.into(), kind, Some(deadline), Box::new(work))
+        self.submit(
+            name.into(),
+            kind,
+            Some(deadline),
+            Box::new(work),
+            Admit::Ordinary,
+            None,
+        )
     }
 
     /// [`spawn`](Self::spawn) with `BlockingKind::ShortIo`.
@@ -270,171 +281,6 @@ impl BlockingExecutor {
         R: Send + 'static,
     {
         self.spawn_until(name, BlockingKind::ShortIo, deadline, work)
-    }
-
-    /// Boxes large results so they never travel inline.
-    async fn submit<R: Send + 'static>(
-        &self,
-        name: Arc<str>,
-        kind: BlockingKind,
-        deadline: Option<ShutdownDeadline>,
-        work: Box<dyn FnOnce() -> R + Send>,
-    ) -> RuntimeResult<R> {
-        let submitted = Instant::now();
-        if std::mem::size_of::<R>() > INLINE_RESULT_LIMIT {
-            let boxed: Box<dyn FnOnce() -> Box<R> + Send> = Box::new(move || Box::new(work()));
-            return self
-                .execute(name, kind, deadline, submitted, boxed)
-                .await
-                .map(|result| *result);
-        }
-        self.execute(name, kind, deadline, submitted, work).await
-    }
-
-    async fn execute<R: Send + 'static>(
-        &self,
-        name: Arc<str>,
-        kind: BlockingKind,
-        deadline: Option<ShutdownDeadline>,
-        submitted: Instant,
-        work: Box<dyn FnOnce() -> R + Send>,
-    ) -> RuntimeResult<R> {
-        let inner = &*self.inner;
-        let table = &inner.table;
-        if kind == BlockingKind::LongRunning {
-            table.reject();
-            return Err(RuntimeError::unsupported(
-                RuntimeOperation::BlockingExecutorKind,
-            ));
-        }
-        if !inner.admits() {
-            table.reject();
-            return Err(RuntimeError::closed(
-                RuntimeOperation::BlockingQueueAdmission,
-            ));
-        }
-        let policy = &inner.policy;
-        let operation_deadline = match deadline {
-            Some(deadline) => match inner.scope.shutdown_deadline() {
-                Some(scope) => deadline.earliest(scope),
-                None => deadline,
-            },
-            None => ShutdownDeadline::from_tokio(saturating_add(
-                submitted,
-                policy.queue_timeout.saturating_add(policy.task_timeout),
-            )),
-        };
-        let queue_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
-            saturating_add(submitted, policy.queue_timeout),
-        ));
-        let record = table.insert(name, kind);
-        let permit = match table.budget().admit(table.lane_index()) {
-            Admission::Running(permit) => permit,
-            Admission::QueueFull => {
-                table.reject();
-                return Err(RuntimeError::capacity(
-                    RuntimeOperation::BlockingQueueAdmission,
-                ));
-            }
-            Admission::Queued(mut queued) => {
-                tokio::select! {
-                    biased;
-                    () = inner.closed() => {
-                        table.reject();
-                        return Err(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission));
-                    }
-                    permit = queued.granted() => permit,
-                    () = tokio::time::sleep_until(queue_deadline.tokio_instant()) => {
-                        return Err(RuntimeError::timed_out(RuntimeOperation::BlockingQueueAdmission));
-                    }
-                }
-            }
-        };
-        // A scope that closed (or an executor stopped) while this submission
-        // was admitted or queued never runs it: the permit and the record go
-        // back here.
-        if !inner.admits() {
-            table.reject();
-            return Err(RuntimeError::closed(
-                RuntimeOperation::BlockingQueueAdmission,
-            ));
-        }
-        if operation_deadline.is_expired() {
-            // Never started: the permit and the record go back now.
-            return Err(RuntimeError::timed_out(
-                RuntimeOperation::BlockingTaskDeadline,
-            ));
-        }
-        let started = Instant::now();
-        let abandoned = Abandoned {
-            table: Arc::clone(table),
-            id: record.id(),
-            armed: true,
-        };
-        let job = BlockingJob {
-            work: Some(work),
-            permit: Some(permit),
-            record: Some(record),
-            start: Some(StartCheck {
-                inner: Arc::clone(&self.inner),
-                deadline: operation_deadline,
-            }),
-        };
-        let record_id = abandoned.id;
-        let mut handle = inner.handle.spawn_blocking(move || job.run());
-        let caller_deadline = operation_deadline
-            .earliest(ShutdownDeadline::from_tokio(saturating_add(
-                started,
-                policy.task_timeout,
-            )))
-            .tokio_instant();
-        // A closure still running after `warn_after` is reported once, here
-        // while the caller waits (or as it exits, by its record).
-        let warn_at = saturating_add(started, policy.warn_after);
-        let early = if warn_at < caller_deadline {
-            let early = tokio::time::timeout_at(warn_at, &mut handle).await.ok();
-            if early.is_none() {
-                table.warn_slow(record_id);
-            }
-            early
-        } else {
-            None
-        };
-        let result = match early {
-            Some(done) => Ok(done),
-            None => tokio::time::timeout_at(caller_deadline, handle).await,
-        };
-        let mut abandoned = abandoned;
-        match result {
-            Ok(Ok(Ok(value))) => {
-                abandoned.armed = false;
-                Ok(value)
-            }
-            // Tokio's blocking pool started the job only after the scope
-            // closed or the operation deadline passed: the closure never
-            // ran; its permit and record are already back.
-            Ok(Ok(Err(NotStarted::Closed))) => {
-                abandoned.armed = false;
-                table.reject();
-                Err(RuntimeError::closed(
-                    RuntimeOperation::BlockingQueueAdmission,
-                ))
-            }
-            Ok(Ok(Err(NotStarted::Expired))) => {
-                abandoned.armed = false;
-                Err(RuntimeError::timed_out(
-                    RuntimeOperation::BlockingTaskDeadline,
-                ))
-            }
-            Ok(Err(join)) => {
-                abandoned.armed = false;
-                Err(RuntimeError::join(RuntimeOperation::RunBlockingTask, join))
-            }
-            // `abandoned` marks the record when it drops.
-            Err(_) => Err(RuntimeError::timed_out(
-                RuntimeOperation::BlockingTaskDeadline,
-            )),
-        }
     }
 
     /// Starts `work` at once if a slot is free right now (crate: callers

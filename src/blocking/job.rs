@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::blocking::admission::AdmissionPermit;
-use crate::blocking::scope::ExecutorInner;
+use crate::blocking::scope::{Admit, ExecutorInner};
 use crate::blocking::table::{BlockingTable, RecordGuard};
 use crate::blocking::BlockingTaskState;
 use crate::loom::Arc;
@@ -56,6 +56,7 @@ pub(super) enum NotStarted {
 pub(super) struct StartCheck {
     pub(super) inner: Arc<ExecutorInner>,
     pub(super) deadline: ShutdownDeadline,
+    pub(super) mode: Admit,
 }
 
 impl<R> BlockingJob<R> {
@@ -63,7 +64,7 @@ impl<R> BlockingJob<R> {
     /// fails (the permit and the record go back either way).
     pub(super) fn run(mut self) -> Result<R, NotStarted> {
         if let Some(start) = self.start.take() {
-            if !start.inner.admits() {
+            if !start.inner.admits_mode(start.mode) {
                 return Err(NotStarted::Closed);
             }
             if start.deadline.is_expired() {

@@ -1,6 +1,10 @@
 //! What every clone of one executor shares: its policy, its task table,
 //! the runtime its closures run on, and the scope that admits its work (the
 //! owning group, and for an isolated executor its own stop switch).
+//!
+//! Ordinary work is admitted while the scope is open and not cancelled;
+//! a drain lease's work (pre-accepted finalization) only needs an isolated
+//! executor not to be stopped, since its deadline bounds it instead.
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -9,6 +13,16 @@ use crate::blocking::table::BlockingTable;
 use crate::blocking::BlockingPoolPolicy;
 use crate::loom::Arc;
 use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+
+/// Which admission rule a submission follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admit {
+    /// Ordinary work: refused once the scope closes or is cancelled.
+    Ordinary,
+    /// Work of a drain lease, accepted while the scope was open: bounded by
+    /// the lease's deadline instead of the scope's admission.
+    Finalization,
+}
 
 /// What an isolated executor has that a managed lane does not.
 #[derive(Debug)]
@@ -32,10 +46,34 @@ impl ExecutorInner {
     pub(super) fn admits(&self) -> bool {
         self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
             && !self.scope.cancellation_token().is_cancelled()
-            && !self
-                .isolated
-                .as_ref()
-                .is_some_and(|isolated| isolated.stopped.is_cancelled())
+            && self.admits_finalization()
+    }
+
+    /// Whether work of a drain lease (accepted while the scope was open) is
+    /// still admitted: only an isolated executor's stop refuses it; the
+    /// scope's closing and cancellation do not.
+    pub(super) fn admits_finalization(&self) -> bool {
+        !self
+            .isolated
+            .as_ref()
+            .is_some_and(|isolated| isolated.stopped.is_cancelled())
+    }
+
+    /// Whether `mode`'s work is admitted now.
+    pub(super) fn admits_mode(&self, mode: Admit) -> bool {
+        match mode {
+            Admit::Ordinary => self.admits(),
+            Admit::Finalization => self.admits_finalization(),
+        }
+    }
+
+    /// Resolves when `mode`'s work is no longer admitted.
+    pub(super) async fn closed_for(&self, mode: Admit) {
+        match (mode, &self.isolated) {
+            (Admit::Ordinary, _) => self.closed().await,
+            (Admit::Finalization, Some(isolated)) => isolated.stopped.cancelled().await,
+            (Admit::Finalization, None) => std::future::pending().await,
+        }
     }
 
     /// Resolves when new work is no longer admitted.

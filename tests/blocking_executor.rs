@@ -4,113 +4,18 @@
 
 mod support;
 
+#[path = "support/blocking.rs"]
+mod blocking;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use blocking::{gate, owner, submit_task, until, Lanes};
 use rocketmq_runtime::{
     BlockingExecutor, BlockingKind, BlockingPoolPolicy, BlockingTaskState, CanonicalCondition,
-    ChildServiceContext, RuntimeConfig, RuntimeErrorKind, RuntimeOperation, RuntimeOwner,
-    ShutdownDeadline, TaskKind,
+    RuntimeConfig, RuntimeErrorKind, RuntimeOperation, ShutdownDeadline, TaskKind,
 };
-use support::guard;
-
-/// Lane limits for one test: (max_concurrency, max_queue_depth).
-struct Lanes {
-    capacity: usize,
-    storage: (usize, usize),
-    metadata: (usize, usize),
-    cpu: (usize, usize),
-    queue_timeout: Duration,
-    task_timeout: Duration,
-}
-
-impl Default for Lanes {
-    fn default() -> Self {
-        Self {
-            capacity: 3,
-            storage: (1, 8),
-            metadata: (1, 8),
-            cpu: (1, 8),
-            queue_timeout: Duration::from_secs(30),
-            task_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-fn owner(lanes: &Lanes) -> (RuntimeOwner, ChildServiceContext) {
-    let mut config = RuntimeConfig::for_parallelism("blocking", 2);
-    config.max_blocking_threads = lanes.capacity;
-    let policies = &mut config.blocking_lane_policies;
-    for (policy, (concurrency, depth)) in [
-        (&mut policies.storage_io, lanes.storage),
-        (&mut policies.metadata_io, lanes.metadata),
-        (&mut policies.cpu_crypto, lanes.cpu),
-    ] {
-        policy.max_concurrency = concurrency;
-        policy.max_queue_depth = depth;
-        policy.queue_timeout = lanes.queue_timeout;
-        policy.task_timeout = lanes.task_timeout;
-    }
-    let owner = RuntimeOwner::plan(config)
-        .expect("valid configuration")
-        .build()
-        .expect("runtime builds");
-    let store = owner.root_context().component("store");
-    (owner, store)
-}
-
-/// A closure gate: the closure signals that it started, then blocks until
-/// released.
-struct Gate {
-    started: mpsc::Receiver<()>,
-    release: mpsc::Sender<()>,
-}
-
-fn gate() -> (Gate, impl FnOnce() + Send + 'static) {
-    let (started_tx, started) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let work = move || {
-        let _ = started_tx.send(());
-        let _ = release_rx.recv();
-    };
-    (Gate { started, release }, work)
-}
-
-impl Gate {
-    fn wait_started(&self) {
-        self.started
-            .recv_timeout(Duration::from_secs(30))
-            .expect("hang guard: the closure did not start");
-    }
-
-    fn open(self) {
-        let _ = self.release.send(());
-    }
-}
-
-/// Polls `condition` (yielding) under a hang guard.
-async fn until(what: &str, mut condition: impl FnMut() -> bool) {
-    guard(what, async {
-        while !condition() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-}
-
-/// Spawns a submission as a task so the test can queue several.
-fn submit_task(
-    owner: &RuntimeOwner,
-    executor: &BlockingExecutor,
-    name: &'static str,
-    work: impl FnOnce() + Send + 'static,
-) -> tokio::task::JoinHandle<Result<(), rocketmq_runtime::RuntimeError>> {
-    let executor = executor.clone();
-    let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
-    runtime.spawn(async move { executor.spawn_io(name, work).await })
-}
 
 /// Seeded randomized mix over three lanes: the global running count never
 /// exceeds the capacity and no lane exceeds its ceiling.

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use blocking::{gate, owner, submit_task, until, Lanes};
+use blocking::{gate, owner, spawn_on, submit_task, until, Lanes};
 use rocketmq_runtime::{
     BlockingDrainLease, RuntimeErrorKind, RuntimeOperation, RuntimeResult, ShutdownDeadline,
 };
@@ -93,9 +93,10 @@ fn cancellation_wakes_an_admission_waiter_before_the_lane_deadline() {
     let (final_ran, final_work) = ran();
     let finalization = {
         let lease = Arc::clone(&lease);
-        owner.block_on(async {
-            tokio::spawn(async move { lease.spawn_io("final", final_work).await })
-        })
+        spawn_on(
+            &owner,
+            async move { lease.spawn_io("final", final_work).await },
+        )
     };
     owner.block_on(until("both queued", || probe.snapshot().queued == 2));
 
@@ -116,10 +117,7 @@ fn cancellation_wakes_an_admission_waiter_before_the_lane_deadline() {
         .block_on(guard("the finalization runs", finalization))
         .expect("joins")
         .expect("a pre-accepted submission is not woken by the cancellation");
-    owner
-        .block_on(async move { first.await })
-        .expect("joins")
-        .expect("ran");
+    owner.block_on(first).expect("joins").expect("ran");
     assert!(final_ran.load(Ordering::SeqCst));
     assert!(
         !ordinary_ran.load(Ordering::SeqCst),
@@ -223,10 +221,7 @@ fn a_lease_never_extends_its_deadline() {
     assert!(deadline.is_expired());
     assert_eq!(lease.remaining_operations(), 2, "the share went back");
     held.open();
-    owner
-        .block_on(async move { first.await })
-        .expect("joins")
-        .expect("ran");
+    owner.block_on(first).expect("joins").expect("ran");
     // Past its deadline the lease starts nothing, however free the lane.
     let refused = owner
         .block_on(lease.spawn_io("after-the-deadline", || {}))
@@ -260,10 +255,7 @@ fn the_root_shutdown_deadline_bounds_a_pre_accepted_slot() {
     assert!(!late_ran.load(Ordering::SeqCst));
     assert_eq!(lease.remaining_operations(), 2);
     held.open();
-    owner
-        .block_on(async move { first.await })
-        .expect("joins")
-        .expect("ran");
+    owner.block_on(first).expect("joins").expect("ran");
 }
 
 #[test]
@@ -295,9 +287,10 @@ fn a_finalization_slot_waits_for_queue_capacity_released_by_a_closing_scope() {
     let (final_ran, final_work) = ran();
     let finalization = {
         let lease = Arc::clone(&lease);
-        owner.block_on(async {
-            tokio::spawn(async move { lease.spawn_io("final", final_work).await })
-        })
+        spawn_on(
+            &owner,
+            async move { lease.spawn_io("final", final_work).await },
+        )
     };
     // The finalization waits for room (it is neither refused nor queued).
     owner.block_on(until("the finalization waits", || {
@@ -308,10 +301,7 @@ fn a_finalization_slot_waits_for_queue_capacity_released_by_a_closing_scope() {
 
     // The sibling closes: its queued waiter leaves and frees the place.
     sibling.task_group().cancel();
-    let woken = owner
-        .block_on(async move { queued.await })
-        .expect("joins")
-        .expect_err("closed");
+    let woken = owner.block_on(queued).expect("joins").expect_err("closed");
     assert_eq!(woken.kind(), RuntimeErrorKind::Closed);
     owner.block_on(until("the finalization queued", || {
         probe.snapshot().queued == 1
@@ -321,10 +311,7 @@ fn a_finalization_slot_waits_for_queue_capacity_released_by_a_closing_scope() {
         .block_on(guard("the finalization runs", finalization))
         .expect("joins")
         .expect("ran after the held closure");
-    owner
-        .block_on(async move { first.await })
-        .expect("joins")
-        .expect("ran");
+    owner.block_on(first).expect("joins").expect("ran");
     assert!(final_ran.load(Ordering::SeqCst));
     assert!(!queued_ran.load(Ordering::SeqCst));
 }

@@ -101,6 +101,15 @@ pub fn submit_task(
     work: impl FnOnce() + Send + 'static,
 ) -> tokio::task::JoinHandle<Result<(), rocketmq_runtime::RuntimeError>> {
     let executor = executor.clone();
+    spawn_on(owner, async move { executor.spawn_io(name, work).await })
+}
+
+/// Spawns `future` as a task of the owner's runtime.
+pub fn spawn_on<F>(owner: &RuntimeOwner, future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
-    runtime.spawn(async move { executor.spawn_io(name, work).await })
+    runtime.spawn(future)
 }

@@ -98,3 +98,56 @@ impl<R> Drop for BlockingJob<R> {
         drop(self.record.take());
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
+    use crate::blocking::{BlockingKind, BlockingLane, BlockingPoolPolicy};
+
+    /// Invariant 61, second half: the permit goes back before the record.
+    /// With the table's records locked, the job's thread can release its
+    /// permit but cannot remove its record; the test sees the slot free
+    /// while the record is still there (with the order reversed the job
+    /// would block before releasing, and the hang guard fails).
+    #[test]
+    fn the_permit_goes_back_before_the_record() {
+        let limits = LaneLimits {
+            ceiling: 1,
+            reservation: 1,
+            max_queue_depth: 1,
+        };
+        let budget = AdmissionBudget::new(1, &[limits]);
+        let table = BlockingTable::new(
+            &BlockingPoolPolicy::default(),
+            BlockingLane::StorageIo,
+            0,
+            Arc::clone(&budget),
+        );
+        let Admission::Running(permit) = budget.admit(0) else {
+            panic!("the first submission runs");
+        };
+        let record = table.insert(Arc::from("job"), BlockingKind::ShortIo);
+        let job = BlockingJob {
+            work: Some(Box::new(|| 7)),
+            permit: Some(permit),
+            record: Some(record),
+            start: None,
+        };
+        let held = table.hold_records();
+        let thread = std::thread::spawn(move || job.run());
+        let hang_guard = tokio::time::Instant::now() + Duration::from_secs(30);
+        while budget.counts(0).global_running != 0 {
+            assert!(
+                tokio::time::Instant::now() < hang_guard,
+                "the permit is not released while the record is held"
+            );
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert!(matches!(thread.join().expect("no panic"), Ok(7)));
+        assert_eq!(table.len(), 0);
+    }
+}

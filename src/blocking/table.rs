@@ -170,6 +170,13 @@ impl BlockingTable {
     }
 
     /// Submissions still owned: queued, running or abandoned but running.
+    /// Holds the records' lock (a test of the drop order keeps a record
+    /// from being removed while it watches the permit).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn hold_records(&self) -> impl Drop + '_ {
+        self.records.lock()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.records.lock().len()
     }

@@ -1,3 +1,4 @@
-//! Loom models of blocking admission (run with `--cfg loom`).
+//! Loom models of blocking admission and drain leases (run with `--cfg loom`).
 
 mod loom_admission;
+mod loom_lease;

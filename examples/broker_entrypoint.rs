@@ -26,6 +26,7 @@
 //! bad flag value, a refused `ROCKETMQ_*` value). Errors are one line on
 //! stderr naming what was wrong and what is accepted.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,12 +35,13 @@ use std::time::Duration;
 
 use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
-    BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery, CriticalFailureState,
-    FullPolicy, MetadataDeadline, MetadataIoActor, MetadataIoCommitAdmissionOutcome,
-    MetadataIoCommitOutcome, MetadataIoConfig, RootServiceContext, RuntimeComponent,
-    RuntimeDiagnosticsInputs, RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorKind,
-    RuntimeOperation, ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownReason,
-    ShutdownRequest, ENVIRONMENT_VARIABLES,
+    BlockingDrainLease, BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery,
+    CriticalFailureState, FullPolicy, MetadataDeadline, MetadataIoActor,
+    MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome, MetadataIoConfig,
+    RootServiceContext, RuntimeComponent, RuntimeDiagnosticsInputs,
+    RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorKind, RuntimeOperation,
+    ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownReason, ShutdownRequest,
+    ENVIRONMENT_VARIABLES,
 };
 
 /// Command-line arguments.
@@ -209,13 +211,44 @@ struct RunningBroker {
     offsets: OffsetTable,
 }
 
+/// Writes the last offset table to the store's checkpoint file (written
+/// and synced) through the drain lease; false when it was not flushed.
+fn flush_checkpoint(
+    owner: &RuntimeOwner,
+    lease: &BlockingDrainLease,
+    offsets: &OffsetTable,
+    table: &str,
+) -> bool {
+    let path = offsets.checkpoint.clone();
+    let bytes = table.as_bytes().to_vec();
+    let flushed = owner.block_on(lease.spawn_io("flush-checkpoint", move || {
+        let mut file = std::fs::File::create(&path)?;
+        std::io::Write::write_all(&mut file, &bytes)?;
+        file.sync_all()
+    }));
+    match flushed {
+        Ok(Ok(())) => true,
+        Ok(Err(error)) => {
+            eprintln!("checkpoint not flushed: {error}");
+            false
+        }
+        Err(error) => {
+            eprintln!("checkpoint not flushed: {error}");
+            false
+        }
+    }
+}
+
 /// The metadata resource that holds the consumer offsets.
 const OFFSETS_RESOURCE: &str = "consumer-offsets";
 
 /// A simulated consumer-offset table: each snapshot advances the offsets.
+/// `path` is its metadata file; `checkpoint` the store's own copy, written
+/// once at the stop through the storage lane.
 #[derive(Clone)]
 struct OffsetTable {
     path: PathBuf,
+    checkpoint: PathBuf,
     clock: Arc<AtomicU64>,
 }
 
@@ -243,6 +276,7 @@ fn start_broker(
     // coalesce, so only the newest is written.
     let offsets = OffsetTable {
         path: data_dir.join("consumer-offsets.json"),
+        checkpoint: data_dir.join("checkpoint.json"),
         clock: Arc::new(AtomicU64::new(0)),
     };
     let persisted = metadata.clone();
@@ -531,16 +565,31 @@ fn main() -> ExitCode {
     owner.block_on(lifecycle.wait_drain_delay());
 
     // One deadline, frozen by the first request, for every step: traffic
-    // first (the request worker drains), then the metadata (the last offset
-    // table is committed, and accepted snapshots become durable), then the
-    // runtime with the probes.
+    // first (the request worker drains), then the last checkpoint and the
+    // metadata (the last offset table is committed, and accepted snapshots
+    // become durable), then the runtime with the probes.
     let deadline = request.deadline;
+    // The checkpoint is flushed after the broker's tasks stop, when its
+    // storage lane no longer admits ordinary work: a drain lease taken
+    // now, while the broker is open, allows that one flush until the
+    // deadline without reopening the lane.
+    let checkpoint_lease = broker
+        .storage_io()
+        .try_drain_lease(deadline, NonZeroUsize::MIN);
     let broker_report = owner.block_on(broker.task_group().shutdown_until(deadline));
+    let last_table = running.offsets.snapshot();
+    let checkpointed = match checkpoint_lease {
+        Ok(lease) => flush_checkpoint(&owner, &lease, &running.offsets, &last_table),
+        Err(error) => {
+            eprintln!("no drain lease for the last checkpoint: {error}");
+            false
+        }
+    };
     let metadata_deadline = MetadataDeadline::at(deadline.tokio_instant());
     let last_commit = owner.block_on(metadata.submit_next_commit(
         OFFSETS_RESOURCE,
         running.offsets.path.clone(),
-        running.offsets.snapshot(),
+        last_table,
         metadata_deadline,
     ));
     let last_committed = match last_commit {
@@ -577,13 +626,14 @@ fn main() -> ExitCode {
     if let Some(failure) = &critical {
         eprintln!("critical failure: {failure:?}");
     }
-    // Metadata that did not become durable is lost work: the exit says so.
+    // Metadata that did not become durable, or a checkpoint not flushed, is
+    // lost work: the exit says so.
     let metadata_lost = !last_committed || drained.timed_out || !drained.unfinished.is_empty();
-    if report.is_healthy() && !failed && critical.is_none() && !metadata_lost {
+    if report.is_healthy() && !failed && critical.is_none() && !metadata_lost && checkpointed {
         ExitCode::from(EXIT_CLEAN)
     } else {
         eprintln!(
-            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata unfinished {metadata_lost}",
+            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata unfinished {metadata_lost}, checkpoint flushed {checkpointed}",
             report.is_healthy(),
             critical.is_some()
         );

@@ -307,7 +307,8 @@ fn draining_logs_a_sanitized_diagnostics_view() {
 
 /// The stop commits the last offset table before the metadata actor stops
 /// (`submit_next_commit`) and reports the confirmed durable generation: the
-/// table on disk is the one that generation committed.
+/// table on disk is the one that generation committed. The same table is
+/// flushed to the checkpoint through a drain lease.
 #[test]
 fn the_stop_commits_the_last_offset_table() {
     let data = tempfile::tempdir().expect("tempdir");
@@ -335,4 +336,11 @@ fn the_stop_commits_the_last_offset_table() {
         (generation - 1) * 10,
         "{table}"
     );
+    // The checkpoint, flushed through a drain lease after the broker's lane
+    // closed, holds the same last table.
+    let checkpoint: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(data.path().join("checkpoint.json")).expect("the checkpoint"),
+    )
+    .expect("JSON");
+    assert_eq!(checkpoint, table);
 }

@@ -4,6 +4,13 @@
 //! | --- | --- | --- |
 //! | `lane_throughput/{8,32}` | `Semaphore(4)` permit moved into `spawn_blocking` | an executor with 4 slots (`max_concurrency = 4`) |
 //! | `round_trip` | `spawn_blocking(empty).await` | `spawn_io(empty).await` |
+//! | `timeout_evidence` | `timeout(5 ms, spawn_blocking(held))` | `spawn_io_until(now + 5 ms, held)`, then the snapshot that shows the abandoned closure as `TimedOutStillRunning` |
+//!
+//! `timeout_evidence`: the closure is held at a gate until after its
+//! caller gave up, so the caller always times out; the timer runs from the
+//! submission through the timeout (and, for the executor, the snapshot
+//! with the evidence). The release, the closure's exit and the return of
+//! its slot are outside the timer, before the next round.
 //!
 //! Each throughput job sleeps 1 ms on its blocking thread (simulated
 //! work); all jobs are submitted at once from a runtime worker and
@@ -41,6 +48,10 @@ const RAW_ROUND_TRIP: &str = "raw_spawn_blocking";
 const EXECUTOR: &str = "blocking_executor";
 const PAIRED_ROUNDS: usize = 31;
 const ROUND_TRIP_BATCH: u32 = 200;
+const TIMEOUT_EVIDENCE: &str = "timeout_evidence";
+const RAW_TIMEOUT: &str = "raw_timeout_spawn_blocking";
+/// How long a caller waits for a held closure.
+const HELD_DEADLINE: Duration = Duration::from_millis(5);
 
 /// Simulated blocking work (a 1 ms sleep on the blocking thread).
 #[allow(clippy::disallowed_methods)]
@@ -108,6 +119,53 @@ async fn executor_round_trips(executor: BlockingExecutor) -> Duration {
     started.elapsed() / ROUND_TRIP_BATCH
 }
 
+/// A closure held until `release` is dropped; it signals its exit.
+fn held_closure() -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::sync::oneshot::Receiver<()>,
+    impl FnOnce() + Send + 'static,
+) {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (exited_tx, exited) = tokio::sync::oneshot::channel();
+    let work = move || {
+        let _ = gate.recv();
+        let _ = exited_tx.send(());
+    };
+    (release, exited, work)
+}
+
+async fn raw_timeout() -> Duration {
+    let (release, exited, work) = held_closure();
+    let started = Instant::now();
+    let waited = tokio::time::timeout(HELD_DEADLINE, tokio::task::spawn_blocking(work)).await;
+    let elapsed = started.elapsed();
+    assert!(waited.is_err(), "the held closure cannot finish in time");
+    drop(release);
+    exited.await.expect("the closure ran and exited");
+    elapsed
+}
+
+async fn executor_timeout(executor: BlockingExecutor) -> Duration {
+    let (release, exited, work) = held_closure();
+    let started = Instant::now();
+    let deadline = rocketmq_runtime::ShutdownDeadline::after(HELD_DEADLINE);
+    let waited = executor.spawn_io_until("held", deadline, work).await;
+    let evidence = executor.snapshot();
+    let elapsed = started.elapsed();
+    assert!(waited.is_err(), "the held closure cannot finish in time");
+    assert_eq!(
+        evidence.timed_out_still_running, 1,
+        "the abandoned closure is reported"
+    );
+    drop(release);
+    exited.await.expect("the closure ran and exited");
+    // Its slot and record go back just after the closure returns.
+    while executor.blocking_still_running() > 0 {
+        tokio::task::yield_now().await;
+    }
+    elapsed
+}
+
 fn bench(c: &mut Criterion) {
     let rt = runtime();
     let executor = executor(&rt);
@@ -146,10 +204,24 @@ fn bench(c: &mut Criterion) {
         });
     });
     group.finish();
+    let mut group = c.benchmark_group(TIMEOUT_EVIDENCE);
+    group.sample_size(30);
+    group.bench_function(RAW_TIMEOUT, |b| {
+        b.iter_custom(|iterations| (0..iterations).map(|_| on_worker(&rt, raw_timeout())).sum());
+    });
+    group.bench_function(EXECUTOR, |b| {
+        b.iter_custom(|iterations| {
+            (0..iterations)
+                .map(|_| on_worker(&rt, executor_timeout(executor.clone())))
+                .sum()
+        });
+    });
+    group.finish();
 }
 
 const THROUGHPUT_TARGET: f64 = 1.10;
 const ROUND_TRIP_TARGET: f64 = 1.3;
+const TIMEOUT_EVIDENCE_TARGET: f64 = 1.1;
 
 fn main() {
     let Some(run_started) = run_criterion(bench) else {
@@ -210,6 +282,31 @@ fn main() {
     for function in [RAW_ROUND_TRIP, EXECUTOR] {
         if let Some(mean) = mean_ns_of(ROUND_TRIP, function, "", run_started) {
             criterion_means.insert(format!("{ROUND_TRIP}/{function}"), json!(mean));
+        }
+    }
+    let (ratio, executor_ns, raw_ns) = paired_median(
+        PAIRED_ROUNDS,
+        || on_worker(&rt, executor_timeout(executor.clone())),
+        || on_worker(&rt, raw_timeout()),
+    );
+    paired.insert(
+        TIMEOUT_EVIDENCE.to_owned(),
+        json!({
+            "median_ratio": ratio,
+            "executor_median_ns": executor_ns,
+            "raw_median_ns": raw_ns,
+            "caller_deadline_ns": HELD_DEADLINE.as_nanos() as u64,
+            "rounds": PAIRED_ROUNDS,
+        }),
+    );
+    targets.push(target(
+        format!("{TIMEOUT_EVIDENCE}: {EXECUTOR} / {RAW_TIMEOUT}"),
+        TIMEOUT_EVIDENCE_TARGET,
+        ratio,
+    ));
+    for function in [RAW_TIMEOUT, EXECUTOR] {
+        if let Some(mean) = mean_ns_of(TIMEOUT_EVIDENCE, function, "", run_started) {
+            criterion_means.insert(format!("{TIMEOUT_EVIDENCE}/{function}"), json!(mean));
         }
     }
     let summary = json!({

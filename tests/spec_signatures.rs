@@ -367,3 +367,31 @@ fn metadata_signatures_of_the_spec() {
     );
     owner.shutdown_runtime_blocking().expect("shuts down");
 }
+
+/// The drain lease of CONTRACTS 1.9: `try_drain_lease(ShutdownDeadline,
+/// NonZeroUsize)` and the lease's `spawn_io`, `spawn_io_until` and
+/// `remaining_operations`.
+#[test]
+fn drain_lease_signatures_of_the_spec() {
+    use std::num::NonZeroUsize;
+
+    use rocketmq_runtime::{
+        BlockingDrainLease, BlockingExecutor, RuntimeOwner, RuntimeResult, ShutdownDeadline,
+    };
+
+    let owner = RuntimeOwner::new().expect("runtime builds");
+    let store = owner.root_context().component("store");
+    let lane: &BlockingExecutor = store.storage_io();
+    let deadline = ShutdownDeadline::after(Duration::from_secs(30));
+    let lease: RuntimeResult<BlockingDrainLease> =
+        lane.try_drain_lease(deadline, NonZeroUsize::new(2).expect("positive"));
+    let lease = lease.expect("open");
+    owner.block_on(store.task_group().shutdown_until(deadline));
+    let flushed: RuntimeResult<usize> = owner.block_on(lease.spawn_io("flush", || 1));
+    let synced: RuntimeResult<()> = owner.block_on(lease.spawn_io_until("sync", deadline, || ()));
+    assert_eq!(flushed.expect("ran"), 1);
+    synced.expect("ran");
+    let remaining: usize = lease.remaining_operations();
+    assert_eq!(remaining, 0);
+    owner.shutdown_runtime_blocking().expect("shuts down");
+}

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use blocking::{gate, owner, spawn_on, submit_task, until, Lanes};
+use blocking::{hold, owner, spawn_on, submit_task, until, Lanes};
 use rocketmq_runtime::{
     BlockingDrainLease, RuntimeErrorKind, RuntimeOperation, RuntimeResult, ShutdownDeadline,
 };
@@ -82,9 +82,7 @@ fn cancellation_wakes_an_admission_waiter_before_the_lane_deadline() {
     let lease = storage
         .try_drain_lease(after(Duration::from_secs(30)), operations(1))
         .expect("open");
-    let (held, work) = gate();
-    let first = submit_task(&owner, storage, "held", work);
-    held.wait_started();
+    let (held, first) = hold(&owner, storage);
     let (ordinary_ran, ordinary_work) = ran();
     let ordinary = submit_task(&owner, storage, "queued", ordinary_work);
     let probe = storage.clone();
@@ -207,9 +205,7 @@ fn a_lease_never_extends_its_deadline() {
     assert_eq!(lease.deadline(), deadline);
     // The lane is held past the lease's deadline: a submission asking for
     // an hour still gives up at the lease's deadline.
-    let (held, work) = gate();
-    let first = submit_task(&owner, storage, "held", work);
-    held.wait_started();
+    let (held, first) = hold(&owner, storage);
     let (late_ran, late) = ran();
     let error = owner
         .block_on(guard(
@@ -237,9 +233,7 @@ fn the_root_shutdown_deadline_bounds_a_pre_accepted_slot() {
     let lease = storage
         .try_drain_lease(after(Duration::from_secs(3_600)), operations(2))
         .expect("open");
-    let (held, work) = gate();
-    let first = submit_task(&owner, storage, "held", work);
-    held.wait_started();
+    let (held, first) = hold(&owner, storage);
     // The root's shutdown installs its deadline on the whole tree; the
     // held closure keeps the shutdown waiting until that deadline.
     let root_deadline = after(Duration::from_millis(100));
@@ -272,9 +266,7 @@ fn a_finalization_slot_waits_for_queue_capacity_released_by_a_closing_scope() {
             .try_drain_lease(after(Duration::from_secs(30)), operations(1))
             .expect("open"),
     );
-    let (held, work) = gate();
-    let first = submit_task(&owner, sibling.storage_io(), "held", work);
-    held.wait_started();
+    let (held, first) = hold(&owner, sibling.storage_io());
     let (queued_ran, queued_work) = ran();
     let queued = submit_task(&owner, sibling.storage_io(), "queued", queued_work);
     let probe = store.storage_io().clone();

@@ -113,3 +113,18 @@ where
     let runtime = owner.block_on(async { tokio::runtime::Handle::current() });
     runtime.spawn(future)
 }
+
+/// Holds one slot of `executor` with a gated closure named `held`; returns
+/// once the closure runs.
+pub fn hold(
+    owner: &RuntimeOwner,
+    executor: &BlockingExecutor,
+) -> (
+    Gate,
+    tokio::task::JoinHandle<Result<(), rocketmq_runtime::RuntimeError>>,
+) {
+    let (held, work) = gate();
+    let task = submit_task(owner, executor, "held", work);
+    held.wait_started();
+    (held, task)
+}

@@ -57,7 +57,10 @@ fn closing_one_scope_rejects_normal_work_without_stopping_a_sibling() {
         .try_drain_lease(after(Duration::from_secs(30)), operations(1))
         .expect_err("no lease once the scope is closed");
     assert_eq!(refused.kind(), RuntimeErrorKind::Closed);
-    assert_eq!(refused.operation(), RuntimeOperation::BlockingDrainLease);
+    assert_eq!(
+        refused.operation(),
+        RuntimeOperation::BlockingQueueAdmission
+    );
     owner
         .block_on(sibling.storage_io().spawn_io("sibling", || {}))
         .expect("the sibling scope is not stopped");
@@ -153,7 +156,10 @@ fn a_pre_accepted_lease_allows_only_its_bounded_finalization_io() {
         .block_on(lease.spawn_io("third", third))
         .expect_err("the allowance is spent");
     assert_eq!(exhausted.kind(), RuntimeErrorKind::CapacityExhausted);
-    assert_eq!(exhausted.operation(), RuntimeOperation::BlockingDrainLease);
+    assert_eq!(
+        exhausted.operation(),
+        RuntimeOperation::BlockingQueueAdmission
+    );
     assert!(!third_ran.load(Ordering::SeqCst));
     assert_eq!(count.load(Ordering::SeqCst), 2);
     assert_eq!(lease.remaining_operations(), 0);

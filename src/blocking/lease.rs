@@ -150,10 +150,10 @@ impl BlockingExecutor {
     ///
     /// # Errors
     ///
-    /// * `Closed` (`BlockingDrainLease`) when the scope is already closed or
-    ///   cancelled, or an isolated executor was stopped: a lease is
-    ///   accepted only while ordinary work still is;
-    /// * `TimedOut` (`BlockingDrainLease`) when the capped deadline has
+    /// * `Closed` (`BlockingQueueAdmission`) when the scope is already
+    ///   closed or cancelled, or an isolated executor was stopped: a lease
+    ///   is accepted only while ordinary work still is;
+    /// * `TimedOut` (`BlockingTaskDeadline`) when the capped deadline has
     ///   already passed.
     pub fn try_drain_lease(
         &self,
@@ -162,7 +162,9 @@ impl BlockingExecutor {
     ) -> RuntimeResult<BlockingDrainLease> {
         let inner = &*self.inner;
         if !inner.admits() {
-            return Err(RuntimeError::closed(RuntimeOperation::BlockingDrainLease));
+            return Err(RuntimeError::closed(
+                RuntimeOperation::BlockingQueueAdmission,
+            ));
         }
         let deadline = match inner.scope.shutdown_deadline() {
             Some(scope) => deadline.earliest(scope),
@@ -170,7 +172,7 @@ impl BlockingExecutor {
         };
         if deadline.is_expired() {
             return Err(RuntimeError::timed_out(
-                RuntimeOperation::BlockingDrainLease,
+                RuntimeOperation::BlockingTaskDeadline,
             ));
         }
         Ok(BlockingDrainLease {
@@ -189,8 +191,8 @@ impl BlockingDrainLease {
     ///
     /// # Errors
     ///
-    /// * `CapacityExhausted` (`BlockingDrainLease`) when the allowance is
-    ///   spent;
+    /// * `CapacityExhausted` (`BlockingQueueAdmission`) when the allowance
+    ///   is spent (counted in the lane's `rejected`);
     /// * `TimedOut` (`BlockingTaskDeadline`) when the lease's deadline has
     ///   passed (the closure never runs), (`BlockingQueueAdmission`) when no
     ///   room or slot came in time;
@@ -243,7 +245,9 @@ impl BlockingDrainLease {
         async move {
             let Some(mut share) = self.allowance.try_take() else {
                 self.executor.inner.table.reject();
-                return Err(RuntimeError::capacity(RuntimeOperation::BlockingDrainLease));
+                return Err(RuntimeError::capacity(
+                    RuntimeOperation::BlockingQueueAdmission,
+                ));
             };
             self.executor
                 .submit(

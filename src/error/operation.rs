@@ -204,8 +204,6 @@ runtime_operations! {
         BlockingExecutorKind => "blocking-executor-kind",
         /// Shutting down an isolated blocking executor.
         ShutdownBlockingExecutor => "shutdown-blocking-executor",
-        /// Taking or using a blocking drain lease.
-        BlockingDrainLease => "blocking-drain-lease",
         /// Clearing completed schedules from a scheduler.
         ClearCompletedSchedules => "clear-completed-schedules",
         /// Registering a scheduled task.

@@ -35,6 +35,7 @@
 mod loom;
 
 mod blocking;
+pub mod common;
 mod config;
 mod context;
 mod critical;

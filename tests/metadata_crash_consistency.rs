@@ -22,11 +22,17 @@
 //! 200 rounds take a few seconds on two cores.
 #![cfg(unix)]
 
+#[path = "support/crash.rs"]
+mod crash;
+
+use std::ffi::OsStr;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use crash::{
+    kill_after_random_delay, parent_still_waits, spawn_ready, temporaries, XorShift, READY_LINE,
+};
 
 use rocketmq_runtime::{
     LocalMetadataFileSystem, MetadataDeadline, MetadataFileSystem, MetadataGeneration,
@@ -45,31 +51,14 @@ const ACTOR_MODE: &str = "actor";
 const RESOURCE: &str = "snapshot";
 /// The child's test name (as passed to `--exact`).
 const CHILD_TEST: &str = "crash_child_writer";
-/// Printed by the child once it is about to write.
-const READY_LINE: &str = "ROCKETMQ_CRASH_CHILD_READY";
 const TARGET_NAME: &str = "snapshot.bin";
 const ROUNDS: usize = 200;
-const MAX_KILL_DELAY_MICROS: u64 = 20_000;
+const MAX_KILL_DELAY: Duration = Duration::from_millis(20);
 const MIN_SNAPSHOT_BYTES: usize = 64 * 1024;
 const MAX_SNAPSHOT_BYTES: usize = 1024 * 1024;
 /// A child never writes more than this many generations (a safety stop in
 /// case the parent disappears without killing it).
 const CHILD_MAX_GENERATIONS: u64 = 1_000_000;
-
-/// xorshift64: deterministic pseudo-random numbers from a non-zero seed.
-#[derive(Debug)]
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
 
 /// The length of generation `generation`'s snapshot.
 fn snapshot_size(generation: u64) -> usize {
@@ -128,27 +117,6 @@ fn read_generation(target: &Path) -> Option<u64> {
     }
 }
 
-/// Kills and reaps the child if the parent test panics.
-struct ChildGuard(Option<Child>);
-
-impl ChildGuard {
-    fn kill(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            child.kill().expect("SIGKILL the child");
-            child.wait().expect("reap the child");
-        }
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// The child: writes generation after generation until killed. Without the
 /// environment variable (a normal test run) it does nothing.
 #[test]
@@ -162,9 +130,7 @@ fn crash_child_writer() {
     let parent = std::os::unix::process::parent_id();
     // Stops by itself if the parent test died without killing it (the child
     // was re-parented) or its temporary directory is gone.
-    let keep_writing = |generation: u64| {
-        generation < limit && std::os::unix::process::parent_id() == parent && dir.is_dir()
-    };
+    let keep_writing = |generation: u64| generation < limit && parent_still_waits(parent, &dir);
     if std::env::var(CHILD_MODE_ENV).as_deref() == Ok(ACTOR_MODE) {
         write_through_actor(&target, generation, keep_writing);
     } else {
@@ -228,7 +194,6 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let target = dir.path().join(TARGET_NAME);
-    let exe = std::env::current_exe().expect("test binary");
     let mut random = XorShift(0x5DEE_CE66_D1CE_F00D);
 
     let mut previous = None;
@@ -236,39 +201,15 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
     let mut rounds_with_progress = 0;
     let mut actor_rounds_with_progress = 0;
     for round in 0..ROUNDS {
-        let child = Command::new(&exe)
-            .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-            .env(CHILD_DIR_ENV, dir.path())
-            .env(
-                CHILD_MODE_ENV,
-                if round % 2 == 1 { ACTOR_MODE } else { "direct" },
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the child");
-        let mut guard = ChildGuard(Some(child));
-        let stdout = guard
-            .0
-            .as_mut()
-            .and_then(|child| child.stdout.take())
-            .expect("child stdout");
-        let ready = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            // The harness prints `test crash_child_writer ... ` before the
-            // test's own output, on the same line.
-            .any(|line| line.contains(READY_LINE));
-        assert!(ready, "round {round}: the child exited before writing");
-
-        let delay = Duration::from_micros(random.next() % MAX_KILL_DELAY_MICROS);
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "a synchronous crash test: the parent must block for a random delay before killing the child"
-        )]
-        std::thread::sleep(delay);
-        guard.kill();
+        let mode = if round % 2 == 1 { ACTOR_MODE } else { "direct" };
+        let child = spawn_ready(
+            CHILD_TEST,
+            &[
+                (CHILD_DIR_ENV, dir.path().as_os_str()),
+                (CHILD_MODE_ENV, OsStr::new(mode)),
+            ],
+        );
+        kill_after_random_delay(child, &mut random, MAX_KILL_DELAY);
 
         let generation = read_generation(&target);
         assert!(
@@ -283,19 +224,7 @@ fn killed_writers_leave_no_target_or_exactly_one_complete_generation() {
         }
         previous = generation;
 
-        let mut temporaries = Vec::new();
-        for entry in fs::read_dir(dir.path()).expect("read dir") {
-            let name = entry.expect("entry").file_name();
-            let name = name.to_string_lossy().into_owned();
-            if name == TARGET_NAME {
-                continue;
-            }
-            assert!(
-                name.starts_with(&format!(".{TARGET_NAME}.")) && name.ends_with(".tmp"),
-                "round {round}: unexpected file {name}"
-            );
-            temporaries.push(name);
-        }
+        let mut temporaries = temporaries(dir.path(), &[TARGET_NAME]);
         assert!(
             temporaries.len() <= 1,
             "round {round}: more than one temporary file: {temporaries:?}"

@@ -1,6 +1,6 @@
 //! Code written against the spec's signatures compiles and behaves: each
 //! test uses one changed signature the way user code does (CONTRACTS 1.2,
-//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19).
+//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19) and the `common` helpers.
 
 mod support;
 
@@ -394,4 +394,36 @@ fn drain_lease_signatures_of_the_spec() {
     let remaining: usize = lease.remaining_operations();
     assert_eq!(remaining, 0);
     owner.shutdown_runtime_blocking().expect("shuts down");
+}
+
+/// The `common` helpers at the spec's paths
+/// (`rocketmq_runtime::common::{file_utils, time_utils, parse_config_file}`).
+#[test]
+fn common_helper_paths_of_the_spec() {
+    use rocketmq_runtime::common::{file_utils, parse_config_file, time_utils};
+    use rocketmq_runtime::RuntimeResult;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("topics.json");
+    let written: RuntimeResult<()> = file_utils::string_to_file("{\"topics\": 2}", &path);
+    written.expect("written");
+    let read: RuntimeResult<String> = file_utils::file_to_string(&path);
+    assert_eq!(read.expect("read"), "{\"topics\": 2}");
+    let parsed: RuntimeResult<serde_json::Value> =
+        parse_config_file::parse_config_file(path.clone());
+    assert_eq!(parsed.expect("JSON")["topics"], 2);
+    let (millis, nanos, secs): (u64, u64, u64) = (
+        time_utils::current_millis(),
+        time_utils::current_nano(),
+        time_utils::current_secs(),
+    );
+    assert!(millis > 0 && nanos > 0 && secs > 0);
+    let _: u64 = time_utils::compute_next_minutes_time_millis();
+    let _: u64 = time_utils::compute_next_morning_time_millis();
+    let _: String = time_utils::time_millis_to_human_string(0);
+    let _: bool = time_utils::is_it_time_to_do("04;16");
+    let _: Option<std::time::SystemTime> =
+        time_utils::parse_date("20261202083005", time_utils::YYYYMMDDHHMMSS);
+    let _: Option<i64> =
+        time_utils::parse_date_to_millis("20261202083005", time_utils::YYYYMMDDHHMMSS);
 }

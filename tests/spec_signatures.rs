@@ -1,6 +1,7 @@
 //! Code written against the spec's signatures compiles and behaves: each
 //! test uses one changed signature the way user code does (CONTRACTS 1.2,
-//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19) and the `common` helpers.
+//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19, and the
+//! `common` helpers).
 
 mod support;
 

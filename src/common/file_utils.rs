@@ -139,5 +139,5 @@ impl std::error::Error for PathError {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

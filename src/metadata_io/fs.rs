@@ -439,4 +439,4 @@ mod fault;
 pub(crate) use fault::{FaultInjectingFileSystem, InjectedFault};
 
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(crate) mod tests;

@@ -2,21 +2,7 @@ use std::error::Error as _;
 
 use super::*;
 use crate::error::RuntimeErrorKind;
-
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|entry| {
-            entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.sort();
-    names
-}
+use crate::metadata_io::fs::tests::entries;
 
 #[test]
 fn a_missing_file_reads_as_an_empty_string() {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use super::*;
 use crate::RuntimeErrorKind;
 
-/// Names of the entries of `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
+/// Names of the entries of `dir`, sorted (shared with the file helpers'
+/// tests).
+pub(crate) fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .expect("read dir")
         .map(|entry| {

@@ -22,6 +22,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::shutdown_deadline::serialize_duration_ms;
+
+/// `serde` skip test for counters omitted when zero.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(value: &usize) -> bool {
+    *value == 0
+}
 use crate::{
     BlockingExecutorSnapshot, BlockingTaskSnapshot, TaskGroupId, TaskId, TaskKind, TaskName,
     TaskState,
@@ -155,6 +161,17 @@ pub struct ShutdownReport {
     pub remaining_tasks: Vec<TaskSnapshot>,
     /// Tasks still registered beyond those listed in `remaining_tasks`.
     pub remaining_tasks_omitted: usize,
+    /// The named stragglers: up to
+    /// [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT) of the tasks
+    /// this group's shutdown deadline aborted (state `Aborted`, with their
+    /// age at the report), so an operator sees which tasks ignored
+    /// cancellation. Omitted from JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timed_out_tasks: Vec<TaskSnapshot>,
+    /// Tasks the deadline aborted beyond those listed in
+    /// `timed_out_tasks`. Omitted from JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timed_out_tasks_omitted: usize,
     /// Blocking submissions that were running or timed out but still running.
     pub blocking_tasks: Vec<BlockingTaskSnapshot>,
     /// Notes explaining the evidence.
@@ -196,6 +213,8 @@ impl ShutdownReport {
             children: Vec::new(),
             remaining_tasks: Vec::new(),
             remaining_tasks_omitted: 0,
+            timed_out_tasks: Vec::new(),
+            timed_out_tasks_omitted: 0,
             blocking_tasks: Vec::new(),
             annotations: Vec::new(),
             reason: None,
@@ -319,6 +338,8 @@ impl ShutdownReport {
             children: Vec::with_capacity(self.children.len()),
             remaining_tasks: self.remaining_tasks.clone(),
             remaining_tasks_omitted: self.remaining_tasks_omitted,
+            timed_out_tasks: self.timed_out_tasks.clone(),
+            timed_out_tasks_omitted: self.timed_out_tasks_omitted,
             blocking_tasks: self.blocking_tasks.clone(),
             annotations: self.annotations.clone(),
             reason: self.reason.clone(),

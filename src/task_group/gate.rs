@@ -155,6 +155,7 @@ pub(crate) const COMPLETED: u8 = 3;
 pub(crate) const SHARDS: usize = 4;
 
 mod abort;
+pub(crate) use abort::Stragglers;
 mod shard;
 mod visit;
 

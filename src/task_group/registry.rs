@@ -478,7 +478,7 @@ impl<H> TaskTable<H> {
     pub(crate) fn records_mut(
         &mut self,
         range: std::ops::Range<u32>,
-    ) -> impl Iterator<Item = (&mut TaskRecord<H>, &Option<TaskInfo>)> {
+    ) -> impl Iterator<Item = (u32, &mut TaskRecord<H>, &Option<TaskInfo>)> {
         let start = range.start as usize;
         let len = range.end.saturating_sub(range.start) as usize;
         let first_chunk = start / CHUNK_SLOTS;
@@ -488,7 +488,9 @@ impl<H> TaskTable<H> {
             .flat_map(|chunk| chunk.hot.iter_mut().zip(chunk.cold.iter()))
             .skip(start - first_chunk * CHUNK_SLOTS)
             .take(len)
-            .filter(|(record, _)| record.next_free().is_none())
+            .zip(range.start..)
+            .filter(|((record, _), _)| record.next_free().is_none())
+            .map(|((record, info), slot)| (slot, record, info))
     }
 }
 

@@ -60,7 +60,7 @@ use tokio::time::Instant;
 
 use crate::loom::Arc;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
-use crate::task_group::gate::{CLOSED, COMPLETED};
+use crate::task_group::gate::{Stragglers, CLOSED, COMPLETED};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::{GroupInner, TaskGroup};
 use crate::wait::{notified, wait_for, Expiry, Watch};
@@ -129,10 +129,11 @@ impl GroupInner {
     }
 
     /// Waits until this group's own tasks settled or its deadline passed;
-    /// then aborts what remains.
-    async fn drain_local(&self) {
+    /// then aborts what remains and returns those tasks (the first
+    /// `REMAINING_TASKS_LIMIT` by name).
+    async fn drain_local(&self) -> Stragglers {
         if self.local.get().is_some() {
-            return;
+            return Stragglers::default();
         }
         let _watch = Watch::new(&self.idle_watchers);
         /// Why a wait for idleness ended.
@@ -162,18 +163,21 @@ impl GroupInner {
             })
             .await;
             match woken {
-                Some(Woken::Idle) => return,
+                Some(Woken::Idle) => return Stragglers::default(),
                 Some(Woken::DeadlineChanged) => continue,
                 None => break,
             }
         }
-        self.gate.abort_matching(true, None);
+        let stragglers = self
+            .gate
+            .abort_at_deadline(ShutdownReport::REMAINING_TASKS_LIMIT);
         for _ in 0..ABORT_CONFIRMATION_YIELDS {
             if self.gate.len() == 0 {
-                return;
+                break;
             }
             tokio::task::yield_now().await;
         }
+        stragglers
     }
 
     /// Waits until every live child has its local settlement.
@@ -185,7 +189,7 @@ impl GroupInner {
 
     /// Caches this group's local settlement (children must be settled) and
     /// marks it `ShutdownCompleted`.
-    fn settle_local(&self, elapsed: Duration) -> Arc<LocalSettlement> {
+    fn settle_local(&self, elapsed: Duration, stragglers: Stragglers) -> Arc<LocalSettlement> {
         let settlement = self.local.get_or_init(|| {
             let children = self
                 .gate
@@ -194,7 +198,7 @@ impl GroupInner {
                 .filter_map(|child| child.local.get().cloned())
                 .collect();
             Arc::new(LocalSettlement {
-                report: self.local_report(elapsed),
+                report: self.local_report(elapsed, stragglers),
                 children,
             })
         });
@@ -203,9 +207,25 @@ impl GroupInner {
         Arc::clone(settlement)
     }
 
-    fn local_report(&self, elapsed: Duration) -> ShutdownReport {
+    fn local_report(&self, elapsed: Duration, stragglers: Stragglers) -> ShutdownReport {
         let mut report = ShutdownReport::new(self.name.to_string(), elapsed);
         let now = Instant::now();
+        report.timed_out_tasks_omitted = stragglers.total - stragglers.listed.len();
+        report.timed_out_tasks = stragglers
+            .listed
+            .into_iter()
+            .map(|task| TaskSnapshot {
+                id: TaskId::new(self.id, task.seq, task.slot),
+                name: task.name,
+                group_id: self.id,
+                group_name: Arc::clone(&self.name),
+                kind: task.kind,
+                state: TaskState::Aborted,
+                elapsed: task.started.map_or(Duration::ZERO, |started| {
+                    now.saturating_duration_since(started)
+                }),
+            })
+            .collect();
         // Only the listed records are copied: the counts come from the
         // shard counters and table lengths, so a report of 10,000 leaked
         // tasks costs 64 snapshots, not a scan.
@@ -310,7 +330,7 @@ fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
 
 /// Caches (or returns) the report of `root`, whose subtree is settled.
 fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
-    let settlement = root.settle_local(started.elapsed());
+    let settlement = root.settle_local(started.elapsed(), Stragglers::default());
     root.report
         .get_or_init(|| {
             let mut report = build_report(&settlement);
@@ -360,9 +380,9 @@ impl TaskGroup {
             let started = Instant::now();
             let sealed = close_subtree(root);
             futures::future::join_all(sealed.iter().map(|group| async move {
-                group.drain_local().await;
+                let stragglers = group.drain_local().await;
                 group.await_children_settled().await;
-                group.settle_local(started.elapsed());
+                group.settle_local(started.elapsed(), stragglers);
             }))
             .await;
             if root.tree_root && root.report.get().is_none() {
@@ -396,7 +416,7 @@ impl TaskGroup {
         }
         // Reverse pre-order: every child settles before its parent.
         for group in sealed.iter().rev() {
-            group.settle_local(started.elapsed());
+            group.settle_local(started.elapsed(), Stragglers::default());
         }
         cache_report(root, started)
     }

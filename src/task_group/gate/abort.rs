@@ -2,8 +2,16 @@
 //! operation) in batches per shard lock. See the gate's module docs
 //! (invariant 14) for why aborts are requested under the table lock.
 
-use super::{unpack, Gate, SettleCounters, SHARDS};
+use super::{pack, unpack, Gate, ListedTask, SettleCounters, SHARDS};
 use crate::task_group::registry::{AbortTarget, OperationTag, TaskRecord};
+
+/// The tasks a deadline abort walk newly aborted: the first `limit` listed
+/// (named), and how many in all.
+#[derive(Debug, Default)]
+pub(crate) struct Stragglers {
+    pub(crate) listed: Vec<ListedTask>,
+    pub(crate) total: usize,
+}
 
 /// Records aborted per shard-lock acquisition by [`Gate::abort_matching`].
 const ABORT_BATCH: u32 = 256;
@@ -61,8 +69,26 @@ impl<H: AbortTarget, C> Gate<H, C> {
         by_deadline: bool,
         operation: Option<OperationTag>,
     ) -> usize {
+        self.abort_walk(by_deadline, operation, None)
+    }
+
+    /// [`abort_matching`](Self::abort_matching) for the shutdown deadline:
+    /// every task, marked as a deadline abort, with the first `limit` newly
+    /// aborted tasks listed by name (the report's named stragglers).
+    pub(crate) fn abort_at_deadline(&self, limit: usize) -> Stragglers {
+        let mut stragglers = Stragglers::default();
+        stragglers.total = self.abort_walk(true, None, Some((limit, &mut stragglers.listed)));
+        stragglers
+    }
+
+    fn abort_walk(
+        &self,
+        by_deadline: bool,
+        operation: Option<OperationTag>,
+        mut listing: Option<(usize, &mut Vec<ListedTask>)>,
+    ) -> usize {
         let mut newly = 0;
-        for shard in self.shards.iter() {
+        for (index, shard) in self.shards.iter().enumerate() {
             let mut next: u32 = 0;
             // Sequences grow within a shard: the tasks this shard numbered
             // before the walk first locked it are the ones to abort.
@@ -74,17 +100,27 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         .table
                         .high_water()
                         .min(next.saturating_add(ABORT_BATCH));
-                    for (record, info) in state.table.records_mut(next..end) {
+                    for (local, record, info) in state.table.records_mut(next..end) {
                         let matches = operation.is_none()
                             || info
                                 .as_ref()
                                 .is_some_and(|info| info.operation == operation);
-                        if record.seq() < last_seq && matches {
-                            newly += usize::from(request_abort(
-                                record,
-                                &mut state.counters,
-                                by_deadline,
-                            ));
+                        if record.seq() < last_seq
+                            && matches
+                            && request_abort(record, &mut state.counters, by_deadline)
+                        {
+                            newly += 1;
+                            if let (Some((limit, listed)), Some(info)) = (&mut listing, info) {
+                                if listed.len() < *limit {
+                                    listed.push(ListedTask {
+                                        seq: record.seq(),
+                                        slot: pack(local, index),
+                                        name: info.name.clone(),
+                                        kind: info.kind,
+                                        started: info.started,
+                                    });
+                                }
+                            }
                         }
                     }
                     next = end;

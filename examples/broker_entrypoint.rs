@@ -621,6 +621,9 @@ fn main() -> ExitCode {
     };
     let failed = lifecycle.state() == ServiceLifecycleState::Failed;
     lifecycle.mark_stopped();
+    // The readable summary (with any task the deadline had to abort, by
+    // name) for the terminal, then the JSON evidence on stdout.
+    eprintln!("{}", report.summary());
     println!("{}", report.to_json());
     let critical = failures.pending();
     if let Some(failure) = &critical {

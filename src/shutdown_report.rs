@@ -23,6 +23,10 @@ use serde::Serialize;
 
 use crate::shutdown_deadline::serialize_duration_ms;
 
+mod summary;
+
+pub use summary::ShutdownReportDisplay;
+
 /// `serde` skip test for counters omitted when zero.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(value: &usize) -> bool {

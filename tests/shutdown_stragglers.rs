@@ -77,3 +77,102 @@ fn ten_thousand_stragglers_list_64_names_and_count_the_rest() {
     );
     assert_eq!(stubborn.timed_out_tasks_omitted, 9_936);
 }
+
+/// A report tree built by hand: a root with a reason, a healthy child and
+/// an unhealthy one holding `stragglers` (their ages fixed).
+fn tree(stragglers: Vec<rocketmq_runtime::TaskSnapshot>, omitted: usize) -> ShutdownReport {
+    let mut root =
+        ShutdownReport::new("rocketmq-broker", Duration::from_millis(1_203)).with_reason("signal");
+    root.cancelled = 2;
+    let mut metadata = ShutdownReport::new("metadata", Duration::ZERO);
+    metadata.completed = 1;
+    let mut broker = ShutdownReport::new("broker", Duration::ZERO);
+    broker.cancelled = 3;
+    let mut idle = ShutdownReport::new("idle", Duration::ZERO);
+    if !stragglers.is_empty() {
+        broker.timed_out = stragglers.len() + omitted;
+        broker.aborted = stragglers.len() + omitted;
+        broker.timed_out_tasks = stragglers
+            .into_iter()
+            .map(|mut task| {
+                task.elapsed = Duration::from_millis(1_201);
+                task
+            })
+            .collect();
+        broker.timed_out_tasks_omitted = omitted;
+        idle.leaked = 1;
+        idle.timed_out = 1;
+    }
+    broker.children.push(idle);
+    root.children.push(broker);
+    root.children.push(metadata);
+    root
+}
+
+#[test]
+fn the_summary_renders_one_line_per_group_with_its_stragglers() {
+    let healthy = tree(Vec::new(), 0);
+    assert!(healthy.is_healthy());
+    assert_eq!(
+        healthy.summary(),
+        "rocketmq-broker 1203 ms, reason signal: cancelled=2\n  \
+         broker: cancelled=3\n    \
+         idle: nothing to report\n  \
+         metadata: completed=1"
+    );
+
+    // Real stragglers from a shutdown, their ages pinned.
+    let owner = owner();
+    let stubborn = owner.root_context().component("stubborn");
+    for name in ["request-loop", "flush-loop"] {
+        stubborn
+            .spawn_service(name, std::future::pending())
+            .expect("open");
+    }
+    let report = owner
+        .shutdown_runtime_blocking_with_timeout(Duration::from_millis(50))
+        .expect("outside Tokio");
+    let mut stragglers = child(&report, "stubborn").timed_out_tasks.clone();
+    stragglers.sort_by(|a, b| b.name.as_str().cmp(a.name.as_str()));
+    let unhealthy = tree(stragglers, 7);
+    assert!(!unhealthy.is_healthy());
+    assert_eq!(
+        unhealthy.summary(),
+        "rocketmq-broker 1203 ms, reason signal: cancelled=2\n  \
+         broker: cancelled=3 aborted=9 timed_out=9 [unhealthy]\n      \
+         timed out: request-loop (service, 1201 ms)\n      \
+         timed out: flush-loop (service, 1201 ms)\n      \
+         and 7 more timed out\n    \
+         idle: timed_out=1 leaked=1 [unhealthy]\n  \
+         metadata: completed=1"
+    );
+    assert_eq!(format!("{}", unhealthy.display()), unhealthy.summary());
+}
+
+/// A 100,000-deep chain renders on a 1 MiB thread stack (the walk is
+/// iterative).
+#[test]
+fn a_deep_report_renders_on_a_small_stack() {
+    let summary = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let mut report = ShutdownReport::new("leaf", Duration::ZERO);
+            for depth in 0..100_000 {
+                let mut parent = ShutdownReport::new(format!("level-{depth}"), Duration::ZERO);
+                parent.children.push(report);
+                report = parent;
+            }
+            let summary = report.summary();
+            // Dismantled without recursion (a report's own drop recurses).
+            let mut stack = vec![report];
+            while let Some(mut node) = stack.pop() {
+                stack.append(&mut node.children);
+            }
+            assert!(summary.ends_with("(depth 100000) leaf: nothing to report"));
+            summary.lines().count()
+        })
+        .expect("thread")
+        .join()
+        .expect("no stack overflow");
+    assert_eq!(summary, 100_001);
+}

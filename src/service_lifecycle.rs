@@ -43,6 +43,9 @@ use crate::loom::{AtomicBool, Mutex};
 use crate::ShutdownDeadline;
 
 mod config;
+mod notify;
+#[cfg(not(loom))]
+mod start;
 mod types;
 
 pub use config::{DrainRequestMethods, ServiceLifecycleConfig};
@@ -91,6 +94,9 @@ struct LifecycleInner {
     /// handler Tokio keeps installed.
     #[cfg(not(loom))]
     signals: tokio::sync::Mutex<Option<crate::signal::SignalListener>>,
+    /// Service-manager notifications, when `NOTIFY_SOCKET` was set at
+    /// construction.
+    systemd: Option<notify::SystemdNotifier>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -151,6 +157,7 @@ impl ServiceLifecycle {
                 owner_tree: OnceLock::new(),
                 #[cfg(not(loom))]
                 signals: tokio::sync::Mutex::new(None),
+                systemd: notify::SystemdNotifier::from_env(),
             }),
         }
     }
@@ -232,57 +239,6 @@ impl ServiceLifecycle {
                 Err(error)
             }
         }
-    }
-
-    #[cfg(not(loom))]
-    async fn start_component(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
-        let component = context.try_component("service-lifecycle")?;
-        let group = component.task_group().clone();
-        let _ = self.inner.owner_tree.set(Arc::clone(group.tree()));
-        self.record_shutdown_label();
-        let listener = match self.inner.config.probe_bind_addr {
-            Some(address) => match tokio::net::TcpListener::bind(address).await {
-                Ok(listener) => Some(listener),
-                Err(error) => {
-                    let _ = group.shutdown(Duration::from_secs(1)).await;
-                    return Err(
-                        RuntimeError::io(RuntimeOperation::BindServiceHealthProbe, error)
-                            .with_context(crate::RuntimeErrorContext::Address(address)),
-                    );
-                }
-            },
-            None => None,
-        };
-        let heartbeat = self.clone();
-        let cancelled = group.cancellation_token();
-        let mut spawned = group
-            .spawn_service("service-lifecycle.heartbeat", async move {
-                let mut interval = tokio::time::interval(Duration::from_secs(1));
-                loop {
-                    tokio::select! {
-                        () = cancelled.cancelled() => return,
-                        _ = interval.tick() => heartbeat.record_progress(),
-                    }
-                }
-            })
-            .map(drop);
-        if let (Ok(()), Some(listener)) = (&spawned, listener) {
-            let address = listener.local_addr().ok();
-            let lifecycle = self.clone();
-            let probes = group.clone();
-            spawned = group
-                .spawn_service("service-lifecycle.probe", async move {
-                    probe::serve_probes(listener, lifecycle, probes).await;
-                })
-                .map(|_| *self.inner.probe_addr.lock() = address);
-        }
-        if spawned.is_err() {
-            // A failed start leaves nothing running: its component is shut
-            // down, and no probe address is advertised.
-            *self.inner.probe_addr.lock() = None;
-            let _ = group.shutdown(Duration::from_secs(1)).await;
-        }
-        spawned
     }
 
     /// The probe server's bound address (after `start` with an address).
@@ -409,7 +365,9 @@ impl ServiceLifecycle {
         label: &'static str,
     ) -> ShutdownRequest {
         let mut request = None;
+        let mut first = false;
         let _ = self.transition(|state| {
+            first = state.shutdown.is_none();
             state.shutdown_requested_at.get_or_insert_with(Instant::now);
             state.shutdown_label.get_or_insert(label);
             let frozen = *state.shutdown.get_or_insert(ShutdownRequest {
@@ -424,6 +382,9 @@ impl ServiceLifecycle {
             .then_some(ServiceLifecycleState::Draining))
         });
         self.record_shutdown_label();
+        if let (true, Some(systemd)) = (first, &self.inner.systemd) {
+            systemd.send(&format!("STOPPING=1\nSTATUS=stopping ({label})\n"));
+        }
         self.inner.shutdown_requested.notify_waiters();
         request.unwrap_or(ShutdownRequest {
             reason,
@@ -582,6 +543,9 @@ impl ServiceLifecycle {
                 from: Some(from),
                 to,
             });
+        }
+        if let Some(systemd) = &self.inner.systemd {
+            systemd.on_transition(to);
         }
         Ok(())
     }

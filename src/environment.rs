@@ -29,6 +29,10 @@ pub const HEALTH_DRAIN_METHODS_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_METHODS";
 /// read by [`ServiceLifecycle::from_env`](crate::ServiceLifecycle::from_env); see
 /// [`ServiceLifecycle::with_drain_delay`](crate::ServiceLifecycle::with_drain_delay).
 pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
+/// `ROCKETMQ_HEALTH_METRICS`: `1` serves `/metrics` on the probe server
+/// (default `0`), read by [`ServiceLifecycle::from_env`](crate::ServiceLifecycle::from_env);
+/// see [`ServiceLifecycle::with_metrics`](crate::ServiceLifecycle::with_metrics).
+pub const HEALTH_METRICS_ENV: &str = "ROCKETMQ_HEALTH_METRICS";
 /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
 /// (a whole number of bytes, at least
 /// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES)).
@@ -80,6 +84,12 @@ pub const ENVIRONMENT_VARIABLES: &[EnvironmentVariable] = &[
         default: "0",
         accepted: "whole seconds in 0..=300, fewer than the shutdown timeout",
         purpose: "how long the service keeps serving with readiness revoked after a shutdown request (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: HEALTH_METRICS_ENV,
+        default: "0",
+        accepted: RuntimeContractPolicy::HealthMetricsSwitch.requirement(),
+        purpose: "whether the probe server also serves /metrics in the OpenMetrics format (ServiceLifecycle::from_env)",
     },
     EnvironmentVariable {
         name: PROCESS_MEMORY_LIMIT_ENV,

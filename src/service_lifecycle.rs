@@ -43,6 +43,8 @@ use crate::loom::{AtomicBool, Mutex};
 use crate::ShutdownDeadline;
 
 mod config;
+#[cfg(not(loom))]
+mod metrics;
 mod notify;
 #[cfg(not(loom))]
 mod start;
@@ -97,6 +99,12 @@ struct LifecycleInner {
     /// Service-manager notifications, when `NOTIFY_SOCKET` was set at
     /// construction.
     systemd: Option<notify::SystemdNotifier>,
+    /// Set by `with_metrics`: `/metrics` is served, with these inputs.
+    #[cfg(not(loom))]
+    metrics_inputs: Mutex<Option<metrics::MetricsInputs>>,
+    /// What a scrape reads, captured by `start` when metrics are on.
+    #[cfg(not(loom))]
+    metrics: OnceLock<metrics::MetricsSource>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -158,6 +166,10 @@ impl ServiceLifecycle {
                 #[cfg(not(loom))]
                 signals: tokio::sync::Mutex::new(None),
                 systemd: notify::SystemdNotifier::from_env(),
+                #[cfg(not(loom))]
+                metrics_inputs: Mutex::new(None),
+                #[cfg(not(loom))]
+                metrics: OnceLock::new(),
             }),
         }
     }
@@ -239,6 +251,38 @@ impl ServiceLifecycle {
                 Err(error)
             }
         }
+    }
+
+    /// Serves `/metrics` on the probe server (OpenMetrics text): the
+    /// sanitized V2 view of the owner's whole task tree (the tree
+    /// [`start`](Self::start) runs in) with the schedules and metadata
+    /// snapshot `inputs` returns at each scrape, the lifecycle's state,
+    /// readiness and liveness, and the process budget. Without it (the
+    /// default) `/metrics` answers `404`. Call before `start`.
+    ///
+    /// ```
+    /// use rocketmq_runtime::{RuntimeDiagnosticsInputs, ServiceLifecycle, ServiceLifecycleConfig};
+    ///
+    /// let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"))
+    ///     .with_metrics(RuntimeDiagnosticsInputs::default);
+    /// assert!(lifecycle.metrics_text().is_none()); // nothing before start
+    /// ```
+    #[cfg(not(loom))]
+    #[must_use]
+    pub fn with_metrics(
+        self,
+        inputs: impl Fn() -> crate::RuntimeDiagnosticsInputs + Send + Sync + 'static,
+    ) -> Self {
+        *self.inner.metrics_inputs.lock() = Some(Arc::new(inputs));
+        self
+    }
+
+    /// One `/metrics` scrape, rendered now; `None` when metrics are off or
+    /// the lifecycle has not started.
+    #[cfg(not(loom))]
+    pub fn metrics_text(&self) -> Option<String> {
+        let source = self.inner.metrics.get()?;
+        Some(metrics::render(self, source))
     }
 
     /// The probe server's bound address (after `start` with an address).

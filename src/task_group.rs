@@ -409,6 +409,16 @@ impl TaskGroup {
         self.inner.parent.as_ref().map(|parent| parent.id)
     }
 
+    /// The top of this group's tree (the owner's root group for a
+    /// component), found through the parent links.
+    pub(crate) fn tree_top(&self) -> TaskGroup {
+        let mut top = Arc::clone(&self.inner);
+        while let Some(parent) = top.parent.clone() {
+            top = parent;
+        }
+        TaskGroup { inner: top }
+    }
+
     /// The group's name (a label; names need not be unique).
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -73,6 +73,8 @@ pub enum RuntimeContractPolicy {
     ProbeBindAddressValid,
     /// `ROCKETMQ_HEALTH_DRAIN_METHODS` must be `POST` or `GET,POST`.
     DrainMethodsIncludePost,
+    /// `ROCKETMQ_HEALTH_METRICS` must be `0` or `1`.
+    HealthMetricsSwitch,
     /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a whole number of bytes
     /// of at least
     /// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES).
@@ -117,6 +119,7 @@ impl RuntimeContractPolicy {
             Self::DrainDelayBelowShutdownTimeout => "drain-delay-below-shutdown-timeout",
             Self::ProbeBindAddressValid => "probe-bind-address-valid",
             Self::DrainMethodsIncludePost => "drain-methods-include-post",
+            Self::HealthMetricsSwitch => "health-metrics-switch",
             Self::ProcessMemoryLimitAtLeastMinimum => "process-memory-limit-at-least-minimum",
         }
     }
@@ -156,6 +159,7 @@ impl RuntimeContractPolicy {
             }
             Self::ProbeBindAddressValid => "ServiceLifecycleConfig::probe_bind_addr",
             Self::DrainMethodsIncludePost => "ServiceLifecycleConfig::drain_request_methods",
+            Self::HealthMetricsSwitch => "ServiceLifecycle::with_metrics",
             Self::ProcessMemoryLimitAtLeastMinimum => "ProcessMemoryLimit::detect",
         }
     }
@@ -201,6 +205,7 @@ impl RuntimeContractPolicy {
                 "a socket address such as 127.0.0.1:8080 or [::1]:8080 (empty: no probe server)"
             }
             Self::DrainMethodsIncludePost => "POST or GET,POST",
+            Self::HealthMetricsSwitch => "0 (no /metrics) or 1 (serve /metrics)",
             Self::ProcessMemoryLimitAtLeastMinimum => {
                 "a whole number of bytes, at least 1048576 (1 MiB)"
             }

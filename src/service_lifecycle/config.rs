@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{ServiceLifecycle, DEFAULT_LIVENESS_STALE_AFTER, DEFAULT_SHUTDOWN_TIMEOUT};
 use crate::environment::{
     self, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
-    LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 use crate::error::{RuntimeContractPolicy, RuntimeOperation, RuntimeResult};
 
@@ -206,7 +206,28 @@ impl ServiceLifecycle {
     ) -> RuntimeResult<Self> {
         let config = ServiceLifecycleConfig::from_lookup(service_name, lookup)?;
         let delay = drain_delay_from_lookup(lookup, config.shutdown_timeout)?;
-        Ok(Self::new(config).with_drain_delay(delay))
+        let metrics = environment::parsed(
+            lookup,
+            HEALTH_METRICS_ENV,
+            RuntimeContractPolicy::HealthMetricsSwitch,
+            RuntimeOperation::ServiceLifecycleProbeAddress,
+            |value| match value {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            },
+        )?
+        .unwrap_or(false);
+        let lifecycle = Self::new(config).with_drain_delay(delay);
+        #[cfg(not(loom))]
+        let lifecycle = if metrics {
+            lifecycle.with_metrics(crate::RuntimeDiagnosticsInputs::default)
+        } else {
+            lifecycle
+        };
+        #[cfg(loom)]
+        let _ = metrics;
+        Ok(lifecycle)
     }
 }
 

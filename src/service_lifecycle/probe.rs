@@ -7,6 +7,7 @@
 //! | `/livez` | `GET`, `POST` | `200` `live` ([`ServiceLifecycle::is_live`]) | `503` `not_live` |
 //! | `/startupz` | `GET`, `POST` | `200` `started` (state is not `Starting`) | `503` `starting` |
 //! | `/drainz` | [`DrainRequestMethods`](super::DrainRequestMethods) (`POST` by default) | `200` `draining` after `request_shutdown(PreStop)` | `405` `method_not_allowed` with `Allow: <allow_header()>` |
+//! | `/metrics` | `GET` | `200` OpenMetrics text ([`ServiceLifecycle::with_metrics`]) | `404` `not_found` when metrics are off; `405` with `Allow: GET` |
 //! | any other path | any | — | `404` `not_found` |
 //!
 //! Other methods on `/readyz`, `/livez` and `/startupz` are answered `405`
@@ -382,6 +383,13 @@ fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str) -> Response {
                 Response::plain(405, "method_not_allowed").with_allow(methods.allow_header())
             }
         }
+        "/metrics" => match lifecycle.metrics_text() {
+            None => Response::plain(404, "not_found"),
+            Some(_) if method != "GET" => {
+                Response::plain(405, "method_not_allowed").with_allow("GET")
+            }
+            Some(text) => Response::metrics(text),
+        },
         _ => Response::plain(404, "not_found"),
     }
 }
@@ -395,11 +403,13 @@ fn verdict(ok: bool, yes: &'static str, no: &'static str) -> Response {
 }
 
 /// One probe response.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Response {
     status: u16,
     label: &'static str,
     allow: Option<&'static str>,
+    /// A `/metrics` body (OpenMetrics text) instead of the JSON verdict.
+    metrics: Option<String>,
 }
 
 impl Response {
@@ -408,10 +418,18 @@ impl Response {
             status,
             label,
             allow: None,
+            metrics: None,
         }
     }
 
-    const fn with_allow(mut self, allow: &'static str) -> Self {
+    fn metrics(text: String) -> Self {
+        Self {
+            metrics: Some(text),
+            ..Self::plain(200, "ok")
+        }
+    }
+
+    fn with_allow(mut self, allow: &'static str) -> Self {
         self.allow = Some(allow);
         self
     }
@@ -419,13 +437,19 @@ impl Response {
     /// Serializes the response; `state` is read after the route acted, so
     /// `/drainz` reports `draining`.
     fn encode(self, state: ServiceLifecycleState) -> Vec<u8> {
-        let body = format!(
-            "{{\"status\":\"{}\",\"state\":\"{}\"}}",
-            self.label,
-            state.as_str()
-        );
+        let (body, content_type) = match self.metrics {
+            Some(text) => (text, super::metrics::CONTENT_TYPE),
+            None => (
+                format!(
+                    "{{\"status\":\"{}\",\"state\":\"{}\"}}",
+                    self.label,
+                    state.as_str()
+                ),
+                "application/json",
+            ),
+        };
         let mut head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+            "HTTP/1.1 {} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
              Connection: close\r\nCache-Control: no-store\r\n",
             self.status,
             reason_phrase(self.status),

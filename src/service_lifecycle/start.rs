@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{notify, probe, ServiceLifecycle};
+use super::{metrics, notify, probe, ServiceLifecycle};
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 
 impl ServiceLifecycle {
@@ -15,6 +15,20 @@ impl ServiceLifecycle {
         let component = context.try_component("service-lifecycle")?;
         let group = component.task_group().clone();
         let _ = self.inner.owner_tree.set(Arc::clone(group.tree()));
+        let inputs = self.inner.metrics_inputs.lock().clone();
+        if let Some(inputs) = inputs {
+            let _ = self.inner.metrics.set(metrics::MetricsSource {
+                root: group.tree_top(),
+                diagnostics: component.diagnostics().clone(),
+                lanes: [
+                    component.storage_io().clone(),
+                    component.metadata_io().clone(),
+                    component.cpu_crypto().clone(),
+                ],
+                budget: component.process_budget(),
+                inputs,
+            });
+        }
         self.record_shutdown_label();
         let listener = match self.inner.config.probe_bind_addr {
             Some(address) => match tokio::net::TcpListener::bind(address).await {

@@ -9,13 +9,15 @@
 //! | `details/100k vs 1k` (paired) | `diagnostics_task_details(7, 3)` over 1,000 tasks | the same request over 100,000 tasks |
 //! | `groups/<g>` | the walk of 1,000 records | `diagnostics_view_v2` over 1,000 tasks spread over `g` child groups |
 //! | `depth/<d>` | the walk of 1,000 records | `diagnostics_view_v2` over 1,000 tasks in 32 groups nested `d` deep |
+//! | `metrics/100000` (paired) | the harness root's `diagnostics_view_v2` (the same tree) | `ServiceLifecycle::metrics_text`: that view rendered as OpenMetrics text, with the lifecycle and budget families |
 //!
 //! Populations (`n` = 1,000, 10,000, 100,000 idle tasks of all seven kinds,
 //! every one polled once so it has a start time) are built outside the
 //! timed regions on the benchmark runtime; a view's time includes dropping
 //! it. Targets: the aggregate and V1 views over 100,000 tasks within 3× of
 //! the walk, and a (7, 3) detail request over 100,000 tasks within 2× of
-//! the same request over 1,000 (bounded, not proportional).
+//! the same request over 1,000 (bounded, not proportional); a `/metrics`
+//! scrape within 2× of the V2 view it renders.
 //!
 //! Output: `<target>/runtime-measurements/runtime_diagnostics.json`.
 //!
@@ -31,7 +33,8 @@ use std::time::Duration;
 use criterion::Criterion;
 use rocketmq_runtime::{
     ChildServiceContext, RuntimeComponent, RuntimeContext, RuntimeDiagnosticsInputs,
-    RuntimeDiagnosticsViewOptionsV2, TaskGroup, TaskKind, TaskName,
+    RuntimeDiagnosticsViewOptionsV2, ServiceLifecycle, ServiceLifecycleConfig, TaskGroup,
+    TaskKind, TaskName,
 };
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -316,6 +319,43 @@ fn main() {
         "details (7, 3): over 100,000 tasks / over 1,000 tasks",
         2.0,
         detail_ratio,
+    ));
+    // A `/metrics` scrape over the 100,000-task tree against the V2 view
+    // of the same tree.
+    const SCRAPE_REPS: usize = 20;
+    let lifecycle = rt.block_on(async {
+        let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("bench"))
+            .with_metrics(RuntimeDiagnosticsInputs::default);
+        lifecycle
+            .start(&large.harness.service_context("lifecycle"))
+            .await
+            .expect("started");
+        lifecycle
+    });
+    let (scrape_ratio, scrape_ns, view_ns) = paired_median(
+        ROUNDS,
+        || timed(SCRAPE_REPS, || lifecycle.metrics_text().expect("metrics on")),
+        || {
+            timed(SCRAPE_REPS, || {
+                large.harness.diagnostics_view_v2(
+                    RuntimeComponent::Other,
+                    RuntimeDiagnosticsInputs::default(),
+                )
+            })
+        },
+    );
+    cases.insert(
+        "metrics/100000".to_string(),
+        json!({
+            "scrape_ns": scrape_ns / SCRAPE_REPS as f64,
+            "view_v2_ns": view_ns / SCRAPE_REPS as f64,
+            "ratio": scrape_ratio,
+        }),
+    );
+    targets.push(target(
+        "metrics/100000: /metrics scrape / V2 view of the same tree",
+        2.0,
+        scrape_ratio,
     ));
     for population in populations {
         population.shutdown(&rt);

@@ -33,8 +33,8 @@ use std::time::Duration;
 use criterion::Criterion;
 use rocketmq_runtime::{
     ChildServiceContext, RuntimeComponent, RuntimeContext, RuntimeDiagnosticsInputs,
-    RuntimeDiagnosticsViewOptionsV2, ServiceLifecycle, ServiceLifecycleConfig, TaskGroup,
-    TaskKind, TaskName,
+    RuntimeDiagnosticsViewOptionsV2, ServiceLifecycle, ServiceLifecycleConfig, TaskGroup, TaskKind,
+    TaskName,
 };
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -334,7 +334,11 @@ fn main() {
     });
     let (scrape_ratio, scrape_ns, view_ns) = paired_median(
         ROUNDS,
-        || timed(SCRAPE_REPS, || lifecycle.metrics_text().expect("metrics on")),
+        || {
+            timed(SCRAPE_REPS, || {
+                lifecycle.metrics_text().expect("metrics on")
+            })
+        },
         || {
             timed(SCRAPE_REPS, || {
                 large.harness.diagnostics_view_v2(

@@ -409,8 +409,7 @@ impl TaskGroup {
         self.inner.parent.as_ref().map(|parent| parent.id)
     }
 
-    /// The top of this group's tree (the owner's root group for a
-    /// component), found through the parent links.
+    /// The top of this group's tree (the owner's root for a component).
     pub(crate) fn tree_top(&self) -> TaskGroup {
         let mut top = Arc::clone(&self.inner);
         while let Some(parent) = top.parent.clone() {

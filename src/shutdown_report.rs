@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::shutdown_deadline::serialize_duration_ms;
 
+mod depth;
 mod summary;
 
 pub use summary::ShutdownReportDisplay;
@@ -130,10 +131,13 @@ impl ShutdownAnnotation {
 /// # Serialization and depth
 ///
 /// `elapsed` is serialized as the integer field `elapsed_ms`. [`Clone`],
-/// [`is_healthy`](Self::is_healthy) and the health helpers walk the tree
-/// iteratively, so very deep trees are safe on small stacks. Known limit:
-/// [`Debug`], [`Serialize`] (and therefore [`to_json`](Self::to_json)) and the
-/// implicit drop glue remain recursive in the depth of the tree.
+/// [`is_healthy`](Self::is_healthy), [`summary`](Self::summary) and drop walk
+/// the tree iteratively, so very deep trees are safe on small stacks.
+/// [`Serialize`] (and [`to_json`](Self::to_json)) writes at most
+/// [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels of
+/// `children`; a deeper subtree becomes one element
+/// `{"truncated": true, "omitted_groups": n}`. Known limit: the derived
+/// [`Debug`] remains recursive in the depth of the tree.
 #[derive(Debug, Serialize)]
 pub struct ShutdownReport {
     /// The group's name.
@@ -158,7 +162,9 @@ pub struct ShutdownReport {
     pub leaked: usize,
     /// Blocking closures that may still execute.
     pub blocking_still_running: usize,
-    /// One report per child group.
+    /// One report per child group. Serialized down to
+    /// [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels.
+    #[serde(serialize_with = "depth::serialize_children")]
     pub children: Vec<ShutdownReport>,
     /// Up to [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT) snapshots
     /// of tasks still registered.
@@ -200,6 +206,11 @@ impl ShutdownReport {
 
     /// Most task snapshots kept in `remaining_tasks`.
     pub const REMAINING_TASKS_LIMIT: usize = 64;
+
+    /// Levels of `children` a serialization writes (see the type's docs):
+    /// bounded so that serializing a 100,000-deep report fits a 1 MiB
+    /// thread stack.
+    pub const SERIALIZED_DEPTH_LIMIT: usize = 32;
 
     /// An empty report: every counter zero, no children, no snapshots.
     pub fn new(name: impl Into<String>, elapsed: Duration) -> Self {

@@ -301,9 +301,6 @@ thread_local! {
 
 impl Drop for GroupInner {
     fn drop(&mut self) {
-        if let Some(report) = self.report.get_mut() {
-            shutdown::dismantle(report);
-        }
         let Some(parent) = self.parent.take() else {
             return;
         };

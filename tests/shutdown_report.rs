@@ -266,3 +266,40 @@ fn deep_chain_clones_and_checks_health_on_a_small_stack() {
         .join()
         .expect("deep report work fits in 1 MiB of stack");
 }
+
+/// A 100,000-deep report a user holds: cloned, checked, serialized and
+/// dropped on a 1 MiB thread stack. Serialization writes the first
+/// `SERIALIZED_DEPTH_LIMIT` levels and one marker counting the rest.
+#[test]
+fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
+    const DEPTH: usize = 100_000;
+    std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let mut report = ShutdownReport::new("leaf", Duration::ZERO);
+            report.leaked = 1;
+            for level in 0..DEPTH {
+                let mut parent = ShutdownReport::new(format!("level-{level}"), Duration::ZERO);
+                parent.children.push(report);
+                report = parent;
+            }
+            let copy = report.clone();
+            assert!(!copy.is_healthy(), "the leaf's leak is seen");
+            let json: serde_json::Value =
+                serde_json::from_str(&report.to_json()).expect("valid JSON");
+            let mut node = &json;
+            for _ in 0..ShutdownReport::SERIALIZED_DEPTH_LIMIT {
+                node = &node["children"][0];
+            }
+            assert_eq!(node["children"][0]["truncated"], true);
+            assert_eq!(
+                node["children"][0]["omitted_groups"],
+                DEPTH - ShutdownReport::SERIALIZED_DEPTH_LIMIT
+            );
+            drop(copy);
+            drop(report);
+        })
+        .expect("thread")
+        .join()
+        .expect("no stack overflow");
+}

@@ -46,9 +46,9 @@
 //!    completed.
 //! 5. Settled evidence is taken apart without recursion: a group holds its
 //!    [`LocalSettlement`] (which references its children's) and the root its
-//!    cached nested report; `Drop for LocalSettlement` and [`dismantle`] free
-//!    them with an explicit stack, so a shut-down 4,096-deep chain is freed on
-//!    a 1 MiB stack too.
+//!    cached nested report; `Drop for LocalSettlement` and the report's own
+//!    `Drop` free them with an explicit stack, so a shut-down 4,096-deep
+//!    chain is freed on a 1 MiB stack too.
 //! 6. The tree root's cached report also carries the tree-wide blocking
 //!    evidence and the recorded shutdown reason (`TreeShared` in
 //!    `task_group.rs`).
@@ -87,15 +87,6 @@ impl Drop for LocalSettlement {
                 stack.append(&mut owned.children);
             }
         }
-    }
-}
-
-/// Frees a report's nested children with an explicit stack instead of
-/// recursion (a cached report of a deep tree).
-pub(crate) fn dismantle(report: &mut ShutdownReport) {
-    let mut stack = std::mem::take(&mut report.children);
-    while let Some(mut child) = stack.pop() {
-        stack.append(&mut child.children);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Scale evidence: 1,024 retired metadata histories through a registry of
-//! capacity 1. Uses the recording (in-memory) file system: the metadata
-//! actor suite and bench hold the real-persistence evidence.
+//! capacity 1 (the recording, in-memory file system: the metadata actor
+//! suite and bench hold the real-persistence evidence), and 5,000
+//! generations of a nested scope with a dynamic budget key under churn.
 
 mod support;
 
@@ -12,8 +13,9 @@ use std::sync::Arc;
 
 use metadata::{accepted, actor, payload, soon, RecordingFs};
 use rocketmq_runtime::{
-    MetadataIoCommitOutcome, MetadataTargetIdentity, MetadataTargetRetirementOutcome,
-    MetadataWriteRequest, RuntimeConfig, RuntimeOwner,
+    BudgetClass, BudgetLimit, DynamicKeyAdmissionRejection, FullPolicy, MetadataIoCommitOutcome,
+    MetadataTargetIdentity, MetadataTargetRetirementOutcome, MetadataWriteRequest, RuntimeConfig,
+    RuntimeOwner, TaskKind,
 };
 
 const ACTORS: u64 = 1_024;
@@ -94,4 +96,97 @@ fn a_thousand_retired_histories_through_one_slot() {
     owner.block_on(receipt.wait_until(soon())).expect("durable");
     let stats = owner.resources().metadata_target_stats();
     assert_eq!((stats.retained_targets, stats.remaining_capacity), (1, 0));
+}
+
+const GENERATIONS: usize = 5_000;
+
+/// Resident set size of this process in bytes (Linux), if readable.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4_096)
+}
+
+/// 5,000 generations of a nested scope (a component with a child
+/// component running one task) holding a dynamic budget key of capacity 1:
+/// each generation uses the key, is shut down, and retires the key; the
+/// stale handles refuse, every admission is released, the name and the
+/// child links come back, and the resident set does not grow beyond noise.
+#[test]
+fn nested_scopes_and_dynamic_keys_churn_without_growth() {
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("churn", 2))
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let tenants = owner.root_context().component("tenants");
+    let process = owner.root_context().process_budget();
+    let children_at_start = tenants.task_group().component_count();
+    let mut stale = Vec::new();
+    let mut rss_after_warmup = None;
+    for generation in 0..GENERATIONS {
+        if generation == 100 {
+            rss_after_warmup = resident_bytes();
+        }
+        let scope = tenants.component("tenant");
+        let inner = scope.component("inbox");
+        let token = inner.task_group().cancellation_token();
+        inner
+            .spawn("consumer", TaskKind::Worker, async move {
+                token.cancelled().await
+            })
+            .expect("open");
+        let key = process
+            .register_dynamic_child("tenant", BudgetLimit::new(1, 1_024, FullPolicy::Reject))
+            .expect("the name was released by the previous generation");
+        let permit = key
+            .try_acquire(100, BudgetClass::Data)
+            .expect("room for one");
+        assert!(
+            key.try_acquire(100, BudgetClass::Data).is_err(),
+            "capacity 1"
+        );
+        drop(permit);
+        let report = owner.block_on(
+            scope
+                .task_group()
+                .shutdown(std::time::Duration::from_secs(5)),
+        );
+        assert!(report.is_healthy(), "{}", report.to_json());
+        let retirement = owner.block_on(
+            key.retire_until(tokio::time::Instant::now() + std::time::Duration::from_secs(5)),
+        );
+        assert!(retirement.released);
+        if generation % 1_000 == 0 {
+            stale.push((key, scope));
+        }
+    }
+    let rss_at_end = resident_bytes();
+    for (key, scope) in &stale {
+        assert!(key.is_closed() && key.budget().is_closed());
+        assert_eq!(
+            key.try_acquire(1, BudgetClass::Data).expect_err("closed"),
+            DynamicKeyAdmissionRejection::Closed
+        );
+        assert!(scope.spawn_service("late", async {}).is_err());
+    }
+    drop(stale);
+    let snapshot = process.snapshot();
+    assert_eq!(snapshot.admitted_count, snapshot.released_count);
+    assert_eq!(snapshot.current_count, 0);
+    assert_eq!(
+        tenants.task_group().component_count(),
+        children_at_start,
+        "every shut-down scope left its parent"
+    );
+    if let (Some(before), Some(after)) = (rss_after_warmup, rss_at_end) {
+        let growth = after.saturating_sub(before);
+        println!(
+            "RSS after 100 generations {before} B, after {GENERATIONS}: {after} B (+{growth} B)"
+        );
+        assert!(growth < 8 << 20, "resident set grew by {growth} bytes");
+    }
+    assert!(owner
+        .shutdown_runtime_blocking()
+        .expect("outside Tokio")
+        .is_healthy());
 }

@@ -1,0 +1,193 @@
+//! Submissions with large state from small stacks: each probe runs in a
+//! child process (this test binary re-run with the probe's name), on a
+//! thread with a fixed small stack, so a stack overflow is a failed test,
+//! not a crashed suite. A 100 KiB future or service state is submitted
+//! from a 256 KiB thread, and a 100 KiB blocking capture and result pass a
+//! 1 MiB one; only boxing at the submission boundaries keeps the copies
+//! off those stacks.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rocketmq_runtime::{
+    OperationContext, RuntimeConfig, RuntimeOwner, ServiceManager, ServiceTask, ServiceTaskContext,
+    ShutdownDeadline, TaskKind,
+};
+
+const PROBE_ENV: &str = "ROCKETMQ_STACK_PROBE";
+const CHILD_TEST: &str = "stack_probe_child";
+const STATE: usize = 100 * 1024;
+/// The submitter's stack: 256 KiB in release builds. Debug builds copy
+/// every value through unoptimized frames (the test's own code included),
+/// so they get four times as much; the release run is the evidence:
+/// `cargo test --release --test task_submission_stack`.
+const SUBMITTER_STACK: usize = if cfg!(debug_assertions) { 4 } else { 1 } * 256 * 1024;
+
+/// A future holding `STATE` bytes across an await.
+async fn large_future() -> usize {
+    let state = [7u8; STATE];
+    tokio::task::yield_now().await;
+    state.iter().map(|byte| usize::from(*byte)).sum()
+}
+
+/// A service whose loop holds `STATE` bytes across an await.
+struct LargeService;
+
+impl ServiceTask for LargeService {
+    fn get_service_name(&self) -> String {
+        "large-service".to_owned()
+    }
+
+    async fn run(&self, context: &ServiceTaskContext) {
+        let state = [1u8; STATE];
+        while !context.is_stopped() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        std::hint::black_box(&state);
+    }
+}
+
+fn owner() -> RuntimeOwner {
+    RuntimeOwner::plan(RuntimeConfig::for_parallelism("stack", 2))
+        .expect("valid")
+        .build()
+        .expect("runtime")
+}
+
+/// Runs `probe` on a thread with a `SUBMITTER_STACK` stack.
+fn on_small_stack(probe: impl FnOnce() + Send + 'static) {
+    on_stack(SUBMITTER_STACK, probe);
+}
+
+fn on_stack(stack: usize, probe: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(probe)
+        .expect("thread")
+        .join()
+        .expect("the probe finished");
+}
+
+fn probe(name: &str) {
+    match name {
+        "task" => on_small_stack(|| {
+            let owner = owner();
+            let broker = owner.root_context().component("broker");
+            broker
+                .spawn("large", TaskKind::Worker, async {
+                    std::hint::black_box(large_future().await);
+                })
+                .expect("spawned");
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        "operation" => on_small_stack(|| {
+            let owner = owner();
+            let broker = owner.root_context().component("broker");
+            let operation = OperationContext::new(
+                ShutdownDeadline::after(Duration::from_secs(30)).instant(),
+                TaskKind::Worker,
+            );
+            broker
+                .task_group()
+                .spawn_operation(&operation, "large", async {
+                    std::hint::black_box(large_future().await);
+                })
+                .expect("spawned");
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        "service" => on_small_stack(|| {
+            let owner = owner();
+            let broker = owner.root_context().component("broker");
+            let manager =
+                ServiceManager::new_with_task_group(LargeService, broker.task_group().clone());
+            owner.block_on(manager.start()).expect("started");
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        "blocking" => on_stack(4 * SUBMITTER_STACK, || {
+            let owner = owner();
+            let store = owner.root_context().component("store");
+            let capture = [3u8; STATE];
+            let result = owner
+                .block_on(store.storage_io().spawn_io("large", move || {
+                    let mut result = [0u8; STATE];
+                    result.copy_from_slice(&capture);
+                    result
+                }))
+                .expect("ran");
+            assert!(result.iter().all(|byte| *byte == 3));
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        "empty" => on_small_stack(|| {
+            let owner = owner();
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        other => panic!("unknown probe {other}"),
+    }
+}
+
+/// The child: runs one probe. Without the variable it does nothing.
+#[test]
+fn stack_probe_child() {
+    if let Ok(name) = std::env::var(PROBE_ENV) {
+        probe(&name);
+    }
+}
+
+fn run_probe(name: &str) {
+    let exe = std::env::current_exe().expect("test binary");
+    let output = Command::new(exe)
+        .args(["--exact", CHILD_TEST, "--test-threads=1"])
+        .env(PROBE_ENV, name)
+        .output()
+        .expect("child");
+    assert!(
+        output.status.success(),
+        "probe {name} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| line.contains("overflow") || line.contains("panicked"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn a_large_task_is_submitted_from_a_256_kib_stack() {
+    run_probe("task");
+}
+
+#[test]
+fn a_large_operation_task_is_submitted_from_a_256_kib_stack() {
+    run_probe("operation");
+}
+
+#[test]
+fn a_service_with_large_state_starts_from_a_256_kib_stack() {
+    run_probe("service");
+}
+
+#[test]
+fn large_blocking_captures_and_results_pass_a_1_mib_stack() {
+    run_probe("blocking");
+}
+
+#[test]
+fn an_owner_is_built_and_shut_down_on_a_256_kib_stack() {
+    run_probe("empty");
+}

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use rocketmq_runtime::{
-    OperationContext, RuntimeConfig, RuntimeOwner, ServiceManager, ServiceTask, ServiceTaskContext,
-    ShutdownDeadline, TaskKind,
+    OperationContext, RuntimeConfig, RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig,
+    ServiceManager, ServiceTask, ServiceTaskContext, ShutdownDeadline, TaskKind,
 };
 
 const PROBE_ENV: &str = "ROCKETMQ_STACK_PROBE";
@@ -21,6 +21,9 @@ const STATE: usize = 100 * 1024;
 /// every value through unoptimized frames (the test's own code included),
 /// so they get four times as much; the release run is the evidence:
 /// `cargo test --release --test task_submission_stack`.
+/// The stack of the deep-tree probes and of the scheduled probe's
+/// workers.
+const DEEP_STACK: usize = 1 << 20;
 const SUBMITTER_STACK: usize = if cfg!(debug_assertions) { 4 } else { 1 } * 256 * 1024;
 
 /// A future holding `STATE` bytes across an await.
@@ -129,6 +132,89 @@ fn probe(name: &str) {
                 .expect("outside Tokio")
                 .is_healthy());
         }),
+        "scheduled" => {
+            // Workers with 1 MiB stacks run a schedule whose factory builds
+            // a 100 KiB future for every run.
+            let mut config = RuntimeConfig::for_parallelism("stack", 2);
+            config.thread_stack_size = Some(DEEP_STACK);
+            let owner = RuntimeOwner::plan(config)
+                .expect("valid")
+                .build()
+                .expect("runtime");
+            let schedules = owner
+                .root_context()
+                .component("broker")
+                .scheduled_tasks("maintenance");
+            schedules
+                .schedule(
+                    ScheduledTaskConfig::fixed_delay("large", Duration::from_millis(1)),
+                    ScheduledExecutionPolicy::default(),
+                    || async {
+                        std::hint::black_box(large_future().await);
+                    },
+                )
+                .expect("scheduled");
+            owner.block_on(async {
+                while schedules.snapshot()[0].runs < 3 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            });
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }
+        "deep-shutdown" => on_stack(DEEP_STACK, || {
+            // A 512-deep chain of components, a task in each, shut down
+            // gracefully from a 1 MiB thread.
+            let owner = owner();
+            let mut scope = owner.root_context().component("level");
+            for _ in 1..512 {
+                let token = scope.task_group().cancellation_token();
+                scope
+                    .spawn(
+                        "idle",
+                        TaskKind::Worker,
+                        async move { token.cancelled().await },
+                    )
+                    .expect("open");
+                scope = scope.component("level");
+            }
+            drop(scope);
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
+        "deep-now" => on_stack(DEEP_STACK, || {
+            // A 1,024-deep chain shut down immediately.
+            let owner = owner();
+            let top = owner.root_context().component("level");
+            let mut scope = top.clone();
+            for _ in 1..1_024 {
+                scope
+                    .spawn_service("pending", std::future::pending())
+                    .expect("open");
+                scope = scope.component("level");
+            }
+            let report = top.task_group().shutdown_now();
+            assert_eq!(report.children.len(), 1);
+            drop(report);
+            let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
+        }),
+        "deep-drop" => on_stack(DEEP_STACK, || {
+            // 4,096 idle ancestors dropped one after another.
+            let owner = owner();
+            let mut scope = owner.root_context().component("level");
+            for _ in 1..4_096 {
+                scope = scope.component("level");
+            }
+            drop(scope);
+            assert!(owner
+                .shutdown_runtime_blocking()
+                .expect("outside Tokio")
+                .is_healthy());
+        }),
         "empty" => on_small_stack(|| {
             let owner = owner();
             assert!(owner
@@ -190,4 +276,24 @@ fn large_blocking_captures_and_results_pass_a_1_mib_stack() {
 #[test]
 fn an_owner_is_built_and_shut_down_on_a_256_kib_stack() {
     run_probe("empty");
+}
+
+#[test]
+fn scheduled_runs_of_large_futures_on_1_mib_workers() {
+    run_probe("scheduled");
+}
+
+#[test]
+fn a_512_deep_tree_shuts_down_on_a_1_mib_stack() {
+    run_probe("deep-shutdown");
+}
+
+#[test]
+fn a_1024_deep_tree_shuts_down_at_once_on_a_1_mib_stack() {
+    run_probe("deep-now");
+}
+
+#[test]
+fn four_thousand_deep_idle_ancestors_drop_on_a_1_mib_stack() {
+    run_probe("deep-drop");
 }

@@ -60,7 +60,7 @@ use tokio::time::Instant;
 
 use crate::loom::Arc;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
-use crate::task_group::gate::{Stragglers, CLOSED, COMPLETED};
+use crate::task_group::gate::{ListedTask, Stragglers, CLOSED, COMPLETED};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::{GroupInner, TaskGroup};
 use crate::wait::{notified, wait_for, Expiry, Watch};
@@ -198,6 +198,22 @@ impl GroupInner {
         Arc::clone(settlement)
     }
 
+    /// A listed task of this group as a report snapshot in `state`, its
+    /// age taken at `now`.
+    fn task_snapshot(&self, task: ListedTask, state: TaskState, now: Instant) -> TaskSnapshot {
+        TaskSnapshot {
+            id: TaskId::new(self.id, task.seq, task.slot),
+            name: task.name,
+            group_id: self.id,
+            group_name: Arc::clone(&self.name),
+            kind: task.kind,
+            state,
+            elapsed: task.started.map_or(Duration::ZERO, |started| {
+                now.saturating_duration_since(started)
+            }),
+        }
+    }
+
     fn local_report(&self, elapsed: Duration, stragglers: Stragglers) -> ShutdownReport {
         let mut report = ShutdownReport::new(self.name.to_string(), elapsed);
         let now = Instant::now();
@@ -205,17 +221,7 @@ impl GroupInner {
         report.timed_out_tasks = stragglers
             .listed
             .into_iter()
-            .map(|task| TaskSnapshot {
-                id: TaskId::new(self.id, task.seq, task.slot),
-                name: task.name,
-                group_id: self.id,
-                group_name: Arc::clone(&self.name),
-                kind: task.kind,
-                state: TaskState::Aborted,
-                elapsed: task.started.map_or(Duration::ZERO, |started| {
-                    now.saturating_duration_since(started)
-                }),
-            })
+            .map(|task| self.task_snapshot(task, TaskState::Aborted, now))
             .collect();
         // Only the listed records are copied: the counts come from the
         // shard counters and table lengths, so a report of 10,000 leaked
@@ -223,17 +229,7 @@ impl GroupInner {
         let snapshot = self.gate.snapshot(ShutdownReport::REMAINING_TASKS_LIMIT);
         let counters = snapshot.counters;
         for task in snapshot.listed {
-            report.push_remaining(TaskSnapshot {
-                id: TaskId::new(self.id, task.seq, task.slot),
-                name: task.name,
-                group_id: self.id,
-                group_name: Arc::clone(&self.name),
-                kind: task.kind,
-                state: TaskState::Leaked,
-                elapsed: task.started.map_or(Duration::ZERO, |started| {
-                    now.saturating_duration_since(started)
-                }),
-            });
+            report.push_remaining(self.task_snapshot(task, TaskState::Leaked, now));
         }
         report.leaked = snapshot.live;
         report.remaining_tasks_omitted = snapshot.live - report.remaining_tasks.len();

@@ -43,11 +43,18 @@ impl ServiceTask for LargeService {
 
     async fn run(&self, context: &ServiceTaskContext) {
         let state = [1u8; STATE];
+        // Parked until the stop request (or the group's cancellation).
         while !context.is_stopped() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            context.wait_for_running(Duration::from_secs(3_600)).await;
         }
         std::hint::black_box(&state);
     }
+}
+
+/// Shuts `owner` down and asserts its report is healthy.
+fn stop_healthy(owner: RuntimeOwner) {
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert!(report.is_healthy(), "{}", report.summary());
 }
 
 fn owner() -> RuntimeOwner {
@@ -81,10 +88,7 @@ fn probe(name: &str) {
                     std::hint::black_box(large_future().await);
                 })
                 .expect("spawned");
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "operation" => on_small_stack(|| {
             let owner = owner();
@@ -99,10 +103,7 @@ fn probe(name: &str) {
                     std::hint::black_box(large_future().await);
                 })
                 .expect("spawned");
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "service" => on_small_stack(|| {
             let owner = owner();
@@ -110,10 +111,7 @@ fn probe(name: &str) {
             let manager =
                 ServiceManager::new_with_task_group(LargeService, broker.task_group().clone());
             owner.block_on(manager.start()).expect("started");
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "blocking" => on_stack(4 * SUBMITTER_STACK, || {
             let owner = owner();
@@ -127,10 +125,7 @@ fn probe(name: &str) {
                 }))
                 .expect("ran");
             assert!(result.iter().all(|byte| *byte == 3));
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "scheduled" => {
             // Workers with 1 MiB stacks run a schedule whose factory builds
@@ -156,13 +151,10 @@ fn probe(name: &str) {
                 .expect("scheduled");
             owner.block_on(async {
                 while schedules.snapshot()[0].runs < 3 {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    tokio::task::yield_now().await;
                 }
             });
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }
         "deep-shutdown" => on_stack(DEEP_STACK, || {
             // A 512-deep chain of components, a task in each, shut down
@@ -181,10 +173,7 @@ fn probe(name: &str) {
                 scope = scope.component("level");
             }
             drop(scope);
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "deep-now" => on_stack(DEEP_STACK, || {
             // A 1,024-deep chain shut down immediately.
@@ -210,17 +199,11 @@ fn probe(name: &str) {
                 scope = scope.component("level");
             }
             drop(scope);
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         "empty" => on_small_stack(|| {
             let owner = owner();
-            assert!(owner
-                .shutdown_runtime_blocking()
-                .expect("outside Tokio")
-                .is_healthy());
+            stop_healthy(owner);
         }),
         other => panic!("unknown probe {other}"),
     }

@@ -287,7 +287,10 @@ impl RuntimeOwner {
 
     /// Runs `future` to completion on the owned runtime.
     ///
-    /// Futures larger than 16 KiB are boxed before they are polled.
+    /// Futures larger than 16 KiB are boxed before they are polled, so a
+    /// large future is not copied around the caller's stack (Tokio's own
+    /// `block_on` does the same today; this keeps the contract independent
+    /// of that detail).
     ///
     /// # Panics
     ///

@@ -199,17 +199,6 @@ fn dropping_an_owner_without_shutdown_runs_the_emergency_path() {
 }
 
 #[test]
-fn block_on_boxes_large_futures() {
-    let owner = small_owner();
-    let big = [7u8; 64 * 1024];
-    let sum = owner.block_on(async move {
-        tokio::task::yield_now().await;
-        big.iter().map(|b| u64::from(*b)).sum::<u64>()
-    });
-    assert_eq!(sum, 7 * 64 * 1024);
-}
-
-#[test]
 fn runtime_new_uses_the_default_profile() {
     let owner = RuntimeOwner::new().expect("default builds");
     assert_eq!(owner.config().thread_name, "rocketmq-runtime");

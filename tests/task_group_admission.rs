@@ -359,20 +359,3 @@ async fn task_names_accept_static_and_owned_forms() {
     // cancelled.
     assert_eq!(report.completed + report.cancelled, 6);
 }
-
-#[tokio::test]
-async fn futures_over_16_kib_are_accepted_and_run() {
-    let ctx = harness("large");
-    let group = ctx.root_group().try_child("svc").expect("open");
-    let big = [1u8; 64 * 1024];
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    group
-        .spawn("big", TaskKind::Worker, async move {
-            tokio::task::yield_now().await;
-            let _ = tx.send(big.iter().map(|b| usize::from(*b)).sum::<usize>());
-        })
-        .expect("open");
-    assert_eq!(guard("big task", rx).await.expect("sent"), 64 * 1024);
-    let report = guard("shutdown", group.shutdown(Duration::from_secs(5))).await;
-    assert!(report.is_healthy());
-}

@@ -314,10 +314,15 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
             state: Arc::clone(&self.state),
             generation,
         };
-        let spawned = group.spawn_service(self.task.get_service_name(), async move {
-            let _exit = exit;
-            task.run(&loop_context).await;
-        });
+        // Boxed where it is built: the loop holds the service's state, which
+        // may be large, and must not be copied around the caller's stack.
+        let spawned = group.spawn_service(
+            self.task.get_service_name(),
+            Box::pin(async move {
+                let _exit = exit;
+                task.run(&loop_context).await;
+            }),
+        );
         let task = match spawned {
             Ok(task) => task,
             Err(cause) => {

@@ -82,8 +82,9 @@ pub use metadata_io::{
     MetadataIoCommitObservation, MetadataIoCommitOutcome, MetadataIoConfig,
     MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile, MetadataIoLegacyBlockingField,
     MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt, MetadataIoResourceSnapshot,
-    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataLimitSource, MetadataTargetIdentity,
-    MetadataTargetRegistryStats, MetadataTargetRetirementOutcome, MetadataWriteRequest,
+    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataLimitSource, MetadataStorageFailure,
+    MetadataTargetIdentity, MetadataTargetRegistryStats, MetadataTargetRetirementOutcome,
+    MetadataWriteRequest,
 };
 pub use operation::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,
@@ -103,7 +104,7 @@ pub use service_lifecycle::{
     CriticalFailureRecovery, DependencyReadiness, DrainRequestMethods, ServiceLifecycle,
     ServiceLifecycleConfig, ServiceLifecycleObserver, ServiceLifecycleState,
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER,
-    DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_SHUTDOWN_TIMEOUT, STORAGE_DEPENDENCY,
 };
 pub use shutdown_deadline::*;
 pub use shutdown_report::*;

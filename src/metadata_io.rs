@@ -12,7 +12,9 @@ pub(crate) mod fs;
 pub(crate) mod targets;
 pub(crate) mod types;
 
-pub use actor::{MetadataIoActor, MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt};
+pub use actor::{
+    MetadataIoActor, MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt, MetadataStorageFailure,
+};
 pub use targets::{
     MetadataTargetIdentity, MetadataTargetRegistryStats, MetadataTargetRetirementOutcome,
 };

@@ -48,9 +48,11 @@ mod metrics;
 mod notify;
 #[cfg(not(loom))]
 mod start;
+mod storage;
 mod types;
 
 pub use config::{DrainRequestMethods, ServiceLifecycleConfig};
+pub use storage::STORAGE_DEPENDENCY;
 pub use types::{
     CriticalFailureRecovery, DependencyReadiness, ServiceLifecycleObserver, ServiceLifecycleState,
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest,
@@ -66,6 +68,8 @@ struct LifecycleState {
     state: ServiceLifecycleState,
     maintenance: bool,
     dependencies: DependencyReadiness,
+    /// Named dependencies (`storage.rs`), in publication order.
+    named_dependencies: Vec<(Box<str>, DependencyReadiness)>,
     shutdown: Option<ShutdownRequest>,
     /// When the first shutdown request was made: the drain delay counts
     /// from here.
@@ -152,6 +156,7 @@ impl ServiceLifecycle {
                     state: ServiceLifecycleState::Starting,
                     maintenance: false,
                     dependencies: DependencyReadiness::Ready,
+                    named_dependencies: Vec::new(),
                     shutdown: None,
                     shutdown_requested_at: None,
                     shutdown_label: None,
@@ -295,12 +300,12 @@ impl ServiceLifecycle {
         self.inner.state.lock().state
     }
 
-    /// `Ready`, not in maintenance, and dependencies ready.
+    /// `Ready`, not in maintenance, and dependencies (named ones too) ready.
     pub fn is_ready(&self) -> bool {
         let state = self.inner.state.lock();
         state.state == ServiceLifecycleState::Ready
             && !state.maintenance
-            && state.dependencies == DependencyReadiness::Ready
+            && state.dependencies_ready()
     }
 
     /// Not `Stopped`/`Failed`, and progress recorded within
@@ -316,16 +321,6 @@ impl ServiceLifecycle {
     /// Records progress (keeps the service live).
     pub fn record_progress(&self) {
         self.inner.state.lock().progress = Instant::now();
-    }
-
-    /// Publishes the dependencies' readiness (independent of the state).
-    pub fn set_dependency_readiness(&self, readiness: DependencyReadiness) {
-        self.inner.state.lock().dependencies = readiness;
-    }
-
-    /// The dependencies' readiness.
-    pub fn dependency_readiness(&self) -> DependencyReadiness {
-        self.inner.state.lock().dependencies
     }
 
     /// `Starting → Ready`; idempotent when `Ready`.

@@ -83,12 +83,15 @@ use crate::ShutdownDeadline;
 
 mod admission;
 mod commit;
+mod health;
 mod history;
 mod receipt;
 mod writes;
 
 use admission::{ActorShared, ActorState, Queued, Resource};
 pub use commit::MetadataIoObserver;
+pub use health::MetadataStorageFailure;
+use health::ResourceHealth;
 pub use receipt::MetadataIoReceipt;
 use receipt::ReceiptOutcome;
 use writes::CoordinatorExit;
@@ -176,6 +179,7 @@ impl MetadataIoPlan {
             coordinator_done: AtomicBool::new(false),
             coordinator_gone: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            health_epoch: tokio::sync::watch::Sender::new(0),
         });
         let coordinator = Arc::clone(&shared);
         // Built before the future: it runs however the coordinator ends,
@@ -378,6 +382,7 @@ impl MetadataIoActor {
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
             unfinished,
+            not_durable: storage_failures(&state),
         };
         drop(state);
         // Permits and waiter senders go after the lock (a dropped sender
@@ -388,6 +393,23 @@ impl MetadataIoActor {
     /// The actor's admission state.
     pub fn snapshot(&self) -> MetadataIoSnapshot {
         self.shared.snapshot()
+    }
+
+    /// The resources whose last write failed (sorted by name): accepted
+    /// data that is not durable until a later write of the resource
+    /// succeeds. Empty while every resource's last write was durable.
+    ///
+    /// Each failure is also logged: one `tracing` error per resource and
+    /// failure kind (step, OS error), repeated at most every 30 s, and one
+    /// info event when the resource's writes are durable again.
+    pub fn storage_failures(&self) -> Vec<MetadataStorageFailure> {
+        storage_failures(&self.shared.state.lock())
+    }
+
+    /// A receiver whose value advances on every write failure and every
+    /// recovery (see [`storage_failures`](Self::storage_failures)).
+    pub(crate) fn storage_epoch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.health_epoch.subscribe()
     }
 
     /// The limits in force: the metadata lane's policy, the actor's
@@ -447,6 +469,14 @@ fn resource_snapshot(name: &Arc<str>, resource: &Resource) -> MetadataIoResource
             .map(|queued| queued.request.generation),
         waiter_count: resource.waiters.len(),
     }
+}
+
+fn storage_failures(state: &ActorState) -> Vec<MetadataStorageFailure> {
+    state
+        .resources
+        .iter()
+        .filter_map(|(name, resource)| resource.health.failure(name, &resource.target))
+        .collect()
 }
 
 fn capacity_error(operation: RuntimeOperation) -> RuntimeError {

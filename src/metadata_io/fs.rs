@@ -19,9 +19,12 @@
 //!    parent is fsynced (outermost first): a directory created here is itself
 //!    an entry of its parent, and without that sync the new path, and with it
 //!    a write reported durable, may vanish in a crash.
-//! 2. The temporary file is created exclusively in the target's directory; a
-//!    failed exclusive create made nothing of ours, so whatever occupies the
-//!    name is never removed.
+//! 2. The temporary file is created exclusively in the target's directory,
+//!    under a name unique to this process start; a failed exclusive create
+//!    made nothing of ours, so whatever occupies the name is never removed
+//!    (the next name is tried). Stale temporary files are removed only when
+//!    their name is this crate's pattern for that target with another
+//!    start tag, and only if they are regular files.
 //! 3. The temporary file is removed on every failure before the rename; after
 //!    the rename its name is gone (it is the target).
 //! 4. Every step is named by a [`MetadataIoOperation`]; a failure is a
@@ -161,6 +164,23 @@ pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
     /// operation names the failed step; see the trait-level contract for
     /// what each step's failure leaves on disk.
     fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()>;
+
+    /// Removes what an earlier process left of its own writes beside
+    /// `target` (temporary files of a write it never finished) and
+    /// returns how many entries it removed. The metadata actor calls it
+    /// once per target, on the lane, before the target's first write.
+    /// The default removes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io)
+    /// (operation [`MetadataRemoveTemporary`](RuntimeOperation::MetadataRemoveTemporary))
+    /// when the directory cannot be listed; the actor logs it and writes
+    /// anyway.
+    fn remove_stale_temporaries(&self, target: &Path) -> RuntimeResult<usize> {
+        let _ = target;
+        Ok(0)
+    }
 }
 
 /// [`MetadataFileSystem`] on the local filesystem: temporary file, `fsync`,
@@ -172,11 +192,14 @@ pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
 /// 1. [`CreateParent`](MetadataIoOperation::CreateParent): create the
 ///    target's parent directory and missing ancestors.
 /// 2. [`CreateTemporary`](MetadataIoOperation::CreateTemporary): create
-///    `.{file name}.{pid}.{sequence}.tmp` in that directory with
+///    `.{file name}.{pid}.{start tag}.{sequence}.tmp` in that directory with
 ///    `create_new`, so an existing file or symlink at that name (even a
 ///    dangling one) is never opened or followed. `sequence` comes from a
 ///    process-wide counter, so concurrent writers never share a temporary
-///    file.
+///    file; the start tag is random per process start, so a restarted
+///    process that has the same pid (PID 1 in a container) never meets the
+///    names a killed run left. A name that exists anyway is skipped for
+///    the next sequence number (up to 16 attempts).
 /// 3. [`WriteTemporary`](MetadataIoOperation::WriteTemporary): write all
 ///    bytes.
 /// 4. [`SyncTemporary`](MetadataIoOperation::SyncTemporary): `sync_all` the
@@ -186,6 +209,13 @@ pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
 /// 6. [`SyncParent`](MetadataIoOperation::SyncParent): open the parent
 ///    directory and `sync_all` it, making the rename durable. Unix only;
 ///    elsewhere the step succeeds without a call.
+///
+/// [`remove_stale_temporaries`](MetadataFileSystem::remove_stale_temporaries)
+/// removes the temporary files an earlier process (killed between its
+/// create and its rename) left beside a target: regular files whose names
+/// follow this pattern for that target with another start tag, or the
+/// older `.{file name}.{pid}.{sequence}.tmp` form. Nothing else in the
+/// directory is touched.
 ///
 /// If any step before the rename fails (or panics), the temporary file is
 /// removed ([`RemoveTemporary`](MetadataIoOperation::RemoveTemporary)) before
@@ -225,11 +255,110 @@ impl MetadataFileSystem for LocalMetadataFileSystem {
     fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
         persist_with(self, target, bytes)
     }
+
+    fn remove_stale_temporaries(&self, target: &Path) -> RuntimeResult<usize> {
+        let Some(file_name) = target.file_name() else {
+            return Ok(0);
+        };
+        let directory = parent_directory(target);
+        let entries = match fs::read_dir(directory) {
+            Ok(entries) => entries,
+            // No directory yet: nothing was left in it.
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(error) => return Err(step_error(MetadataIoOperation::RemoveTemporary, error)),
+        };
+        let stem = temporary_stem(file_name);
+        let own = format!("{:016x}", process_start_tag());
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !is_stale_temporary(&name, &stem, &own) {
+                continue;
+            }
+            // Regular files only: a symlink or directory of that name is
+            // not something this crate made.
+            if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                continue;
+            }
+            match fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(step_error(MetadataIoOperation::RemoveTemporary, error));
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// A random tag fixed for this process start: it makes temporary names
+/// unique across restarts that reuse a pid.
+fn process_start_tag() -> u64 {
+    static TAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        use std::hash::BuildHasher;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos());
+        // `RandomState` is seeded from the OS's randomness once per process.
+        std::collections::hash_map::RandomState::new().hash_one((now, std::process::id()))
+    })
+}
+
+/// The part of a temporary name before its suffix: `.` and the target's
+/// file name, cut to [`MAX_TEMPORARY_STEM_BYTES`] on a character boundary.
+fn temporary_stem(file_name: &OsStr) -> OsString {
+    let mut name = OsString::from(".");
+    if file_name.len() <= MAX_TEMPORARY_STEM_BYTES {
+        name.push(file_name);
+    } else {
+        let lossy = file_name.to_string_lossy();
+        let mut end = MAX_TEMPORARY_STEM_BYTES;
+        while !lossy.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.push(&lossy[..end]);
+    }
+    name
+}
+
+/// Whether `name` is a temporary file of this crate for the target whose
+/// stem is `stem`, made by another process start than the one tagged
+/// `own`: `{stem}.{pid}.{tag}.{sequence}.tmp`, or the older
+/// `{stem}.{pid}.{sequence}.tmp`.
+fn is_stale_temporary(name: &OsStr, stem: &OsStr, own: &str) -> bool {
+    let (Some(name), Some(stem)) = (name.to_str(), stem.to_str()) else {
+        return false;
+    };
+    let Some(suffix) = name
+        .strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
+    let parts: Vec<&str> = suffix.split('.').collect();
+    match parts.as_slice() {
+        [pid, sequence] => digits(pid) && digits(sequence),
+        [pid, tag, sequence] => {
+            digits(pid)
+                && digits(sequence)
+                && tag.len() == 16
+                && tag.bytes().all(|byte| byte.is_ascii_hexdigit())
+                && *tag != own
+        }
+        _ => false,
+    }
 }
 
 /// Source of the `{sequence}` part of temporary file names. A plain id
 /// source that no loom model explores (see [`StaticAtomicU64`]).
 static TEMPORARY_SEQUENCE: StaticAtomicU64 = StaticAtomicU64::new(0);
+
+/// Names tried for a temporary file before an occupied name is an error.
+const TEMPORARY_ATTEMPTS: usize = 16;
 
 /// The longest part of the target's file name copied into a temporary file
 /// name, in bytes, so that the decorated name stays below `NAME_MAX` (255).
@@ -266,18 +395,12 @@ pub(crate) trait PersistSteps {
 impl PersistSteps for LocalMetadataFileSystem {
     fn temporary_path(&self, directory: &Path, file_name: &OsStr) -> PathBuf {
         let sequence = TEMPORARY_SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        let mut name = OsString::from(".");
-        if file_name.len() <= MAX_TEMPORARY_STEM_BYTES {
-            name.push(file_name);
-        } else {
-            let lossy = file_name.to_string_lossy();
-            let mut end = MAX_TEMPORARY_STEM_BYTES;
-            while !lossy.is_char_boundary(end) {
-                end -= 1;
-            }
-            name.push(&lossy[..end]);
-        }
-        name.push(format!(".{}.{sequence}.tmp", std::process::id()));
+        let mut name = temporary_stem(file_name);
+        name.push(format!(
+            ".{}.{:016x}.{sequence}.tmp",
+            std::process::id(),
+            process_start_tag()
+        ));
         directory.join(name)
     }
 
@@ -401,12 +524,22 @@ pub(crate) fn persist_with<S: PersistSteps + ?Sized>(
             .map_err(|error| step_error(MetadataIoOperation::CreateParent, error))?;
     }
 
-    let temporary = steps.temporary_path(directory, file_name);
     // A failed exclusive create made nothing of ours: never remove whatever
-    // occupies the name.
-    let mut file = steps
-        .create_temporary(&temporary)
-        .map_err(|error| step_error(MetadataIoOperation::CreateTemporary, error))?;
+    // occupies the name; an occupied name is skipped for the next one.
+    let mut attempts = 0;
+    let (temporary, mut file) = loop {
+        let temporary = steps.temporary_path(directory, file_name);
+        match steps.create_temporary(&temporary) {
+            Ok(file) => break (temporary, file),
+            Err(error)
+                if error.kind() == io::ErrorKind::AlreadyExists
+                    && attempts + 1 < TEMPORARY_ATTEMPTS =>
+            {
+                attempts += 1;
+            }
+            Err(error) => return Err(step_error(MetadataIoOperation::CreateTemporary, error)),
+        }
+    };
     let mut guard = TemporaryGuard {
         steps,
         path: &temporary,

@@ -360,6 +360,9 @@ pub struct MetadataIoShutdownReport {
     pub pending_bytes: usize,
     /// Resources with an in-flight or queued generation.
     pub unfinished: Vec<MetadataIoResourceSnapshot>,
+    /// Resources whose last write failed: accepted data that did not
+    /// become durable (no later write of the resource succeeded).
+    pub not_durable: Vec<crate::MetadataStorageFailure>,
 }
 
 /// The limits in force for an actor

@@ -32,12 +32,15 @@
 //! 1. Routes only call lifecycle APIs ([`ServiceLifecycle::is_ready`],
 //!    `request_shutdown`, ...), never its state.
 //! 2. At most [`MAX_PROBE_CONNECTIONS`] connection tasks run at a time,
-//!    each a [`TaskKind::Worker`] task of the server's group. A permit is
-//!    taken *before* `accept`, so while 64 connections are open a further
-//!    client stays in the kernel's accept backlog (its `connect` succeeds,
-//!    its request is not read) until a connection finishes; since every read
-//!    and write is bounded by [`PROBE_IO_TIMEOUT`], that wait is bounded too
-//!    (about 2 s for clients that send nothing).
+//!    each a [`TaskKind::Worker`] task of the server's group, plus the one
+//!    connection the accept loop holds while it waits for a slot. When
+//!    every slot is taken, the connection that has waited longest without
+//!    sending a complete request head is closed to make room, so clients
+//!    that hold idle or half-sent connections (hundreds of them) cannot keep
+//!    a probe waiting: a probe's head arrives at once and is answered. Only
+//!    when every open connection has a complete head (it is being answered,
+//!    within [`PROBE_IO_TIMEOUT`]) does the new one wait for a slot. The
+//!    listen backlog is Tokio's (1,024).
 //! 3. The request head is read incrementally, up to
 //!    [`MAX_REQUEST_HEAD_BYTES`] (2 KiB), so a head split across many small
 //!    writes is accepted.
@@ -56,7 +59,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
+
+use crate::loom::Mutex;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -104,21 +109,10 @@ pub(crate) async fn serve_probes(
 ) {
     let token = group.cancellation_token();
     let permits = Arc::new(Semaphore::new(MAX_PROBE_CONNECTIONS));
-    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let slots = Arc::new(Slots::default());
     let mut consecutive_failures = 0_u32;
     let mut backoff = ACCEPT_BACKOFF_INITIAL;
     loop {
-        let held = match permit.take() {
-            Some(held) => held,
-            None => tokio::select! {
-                biased;
-                () = token.cancelled() => return,
-                acquired = Arc::clone(&permits).acquire_owned() => match acquired {
-                    Ok(acquired) => acquired,
-                    Err(_closed) => return,
-                },
-            },
-        };
         let accepted = tokio::select! {
             biased;
             () = token.cancelled() => return,
@@ -128,14 +122,34 @@ pub(crate) async fn serve_probes(
             Ok((stream, _peer)) => {
                 consecutive_failures = 0;
                 backoff = ACCEPT_BACKOFF_INITIAL;
+                let held = match Arc::clone(&permits).try_acquire_owned() {
+                    Ok(held) => held,
+                    Err(_) => {
+                        // Every slot is taken: close the connection that
+                        // has waited longest for its head, then take the
+                        // slot it gives back.
+                        slots.evict_oldest_idle();
+                        tokio::select! {
+                            biased;
+                            () = token.cancelled() => return,
+                            acquired = Arc::clone(&permits).acquire_owned() => match acquired {
+                                Ok(acquired) => acquired,
+                                Err(_closed) => return,
+                            },
+                        }
+                    }
+                };
+                let slot = slots.open();
                 let connection_lifecycle = lifecycle.clone();
                 let connection_token = token.clone();
                 let spawned = group.spawn(CONNECTION_TASK_NAME, TaskKind::Worker, async move {
                     let _permit = held;
+                    let slot = slot;
                     tokio::select! {
                         biased;
                         () = connection_token.cancelled() => {}
-                        () = serve_connection(stream, &connection_lifecycle) => {}
+                        () = slot.evicted.cancelled() => {}
+                        () = serve_connection(stream, &connection_lifecycle, &slot) => {}
                     }
                 });
                 if spawned.is_err() {
@@ -146,7 +160,6 @@ pub(crate) async fn serve_probes(
             Err(error) => match classify_accept_error(&error) {
                 AcceptFailure::Connection => {
                     tracing::debug!(%error, "probe accept: connection-level error, retrying");
-                    permit = Some(held);
                 }
                 AcceptFailure::Listener => {
                     tracing::error!(%error, "probe listener unusable; failing the service");
@@ -165,8 +178,6 @@ pub(crate) async fn serve_probes(
                         return;
                     }
                     tracing::warn!(%error, ?backoff, "probe accept failed; backing off");
-                    // Keep the permit: the next attempt needs one anyway.
-                    permit = Some(held);
                     if !sleep_unless_cancelled(&token, backoff).await {
                         return;
                     }
@@ -174,6 +185,72 @@ pub(crate) async fn serve_probes(
                 }
             },
         }
+    }
+}
+
+/// The open connections in accept order, each with whether its head is
+/// still awaited: the eviction order of invariant 2.
+#[derive(Default)]
+struct Slots {
+    open: Mutex<std::collections::VecDeque<Arc<SlotState>>>,
+}
+
+struct SlotState {
+    /// Cancelled to close the connection.
+    evicted: CancellationToken,
+    /// True until the head is complete (or reading it ended).
+    awaiting_head: std::sync::atomic::AtomicBool,
+}
+
+/// A connection's slot: leaves the list when the connection ends.
+struct Slot {
+    state: Arc<SlotState>,
+    slots: Arc<Slots>,
+    evicted: CancellationToken,
+}
+
+impl Slots {
+    fn open(self: &Arc<Self>) -> Slot {
+        let state = Arc::new(SlotState {
+            evicted: CancellationToken::new(),
+            awaiting_head: std::sync::atomic::AtomicBool::new(true),
+        });
+        self.open.lock().push_back(Arc::clone(&state));
+        Slot {
+            evicted: state.evicted.clone(),
+            state,
+            slots: Arc::clone(self),
+        }
+    }
+
+    /// Closes the oldest connection still waiting for its head, if any.
+    fn evict_oldest_idle(&self) {
+        let open = self.open.lock();
+        if let Some(oldest) = open.iter().find(|slot| {
+            slot.awaiting_head
+                .load(std::sync::atomic::Ordering::Acquire)
+                && !slot.evicted.is_cancelled()
+        }) {
+            oldest.evicted.cancel();
+        }
+    }
+}
+
+impl Slot {
+    /// The head is complete (or will never be): not evictable any more.
+    fn head_read(&self) {
+        self.state
+            .awaiting_head
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots
+            .open
+            .lock()
+            .retain(|open| !Arc::ptr_eq(open, &self.state));
     }
 }
 
@@ -264,8 +341,9 @@ enum Head {
 }
 
 /// Serves one request on `stream` and closes it.
-async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle) {
+async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, slot: &Slot) {
     let head = read_head(&mut stream).await;
+    slot.head_read();
     let (response, linger) = match head {
         Head::Request {
             method,

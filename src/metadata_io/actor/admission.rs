@@ -41,6 +41,10 @@ pub(super) struct Resource {
     pub(super) queued: Option<Queued>,
     pub(super) waiters: Vec<Waiter>,
     pub(super) listed: bool,
+    /// Whether the stale temporary files beside the target were looked
+    /// for (before the first write to it).
+    pub(super) swept: bool,
+    pub(super) health: ResourceHealth,
 }
 
 impl fmt::Debug for Resource {
@@ -92,6 +96,8 @@ pub(super) struct ActorShared {
     pub(super) coordinator_gone: AtomicBool,
     /// The targets were released (once).
     pub(super) released: AtomicBool,
+    /// Advanced by every write failure and recovery (`health.rs`).
+    pub(super) health_epoch: tokio::sync::watch::Sender<u64>,
 }
 
 impl fmt::Debug for ActorShared {
@@ -164,6 +170,8 @@ impl ActorShared {
                             queued: None,
                             waiters: Vec::new(),
                             listed: false,
+                            swept: false,
+                            health: ResourceHealth::default(),
                         },
                     );
                 }

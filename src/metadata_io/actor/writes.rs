@@ -49,7 +49,8 @@ impl ActorShared {
                 };
                 resource.in_flight = Some((queued.request.generation, queued.request.len()));
                 state.writing += 1;
-                starting.push(queued);
+                let sweep = !std::mem::replace(&mut resource.swept, true);
+                starting.push((queued, sweep));
             }
             !self.accepting.load(Ordering::SeqCst)
                 && state.writing == 0
@@ -60,8 +61,8 @@ impl ActorShared {
         };
         // Spawned after the lock is released: a refused spawn completes
         // the write at once, which takes the lock again.
-        for Queued { request, permit } in starting {
-            self.spawn_write(request, permit);
+        for (Queued { request, permit }, sweep) in starting {
+            self.spawn_write(request, permit, sweep);
         }
         finished
     }
@@ -72,11 +73,13 @@ impl ActorShared {
     /// is free; otherwise a writer task queues it on the lane. A closure
     /// that never runs (refused, or discarded by Tokio) settles the write
     /// as failed from its drop guard; a claim flag makes exactly one side
-    /// report.
+    /// report. The first write to a target (`sweep`) first removes the
+    /// temporary files an earlier process left beside it.
     pub(super) fn spawn_write(
         self: &Arc<Self>,
         request: MetadataWriteRequest,
         permit: ResourcePermit,
+        sweep: bool,
     ) {
         let generation = request.generation;
         let lane_deadline = request.lane_deadline;
@@ -116,6 +119,9 @@ impl ActorShared {
                 return;
             }
             let file_system = Arc::clone(&claim.shared.file_system);
+            if sweep {
+                sweep_stale(&*file_system, &request.target);
+            }
             let persisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 file_system.persist_atomic(&request.target, &request.bytes)
             }));
@@ -193,6 +199,10 @@ impl ActorShared {
             state.pending_operations -= 1;
             state.pending_bytes -= bytes;
         }
+        let health =
+            resource
+                .health
+                .record(name, &resource.target, &outcome, std::time::Instant::now());
         match &outcome {
             MetadataIoCommitOutcome::Durable(durable) => {
                 resource.history.record_durable(*durable);
@@ -227,6 +237,12 @@ impl ActorShared {
             state.ready.push_back(Arc::clone(name));
         }
         drop(guard);
+        if let Some(line) = health.line {
+            line.emit();
+        }
+        if health.changed {
+            self.health_epoch.send_modify(|epoch| *epoch += 1);
+        }
         for waiter in covered {
             let _ = waiter.sender.send(outcome.clone());
         }
@@ -385,5 +401,23 @@ impl Drop for WriterClaim {
         self.0.abandon(RuntimeError::closed(
             RuntimeOperation::MetadataWorkerStopped,
         ));
+    }
+}
+
+/// Removes what an earlier process left beside `target`; a failure to look
+/// is logged and the write goes on.
+fn sweep_stale(file_system: &dyn MetadataFileSystem, target: &std::path::Path) {
+    match file_system.remove_stale_temporaries(target) {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(
+            path = %target.display(),
+            removed,
+            "removed temporary metadata files an earlier process left"
+        ),
+        Err(error) => tracing::warn!(
+            path = %target.display(),
+            %error,
+            "could not look for stale temporary metadata files"
+        ),
     }
 }

@@ -170,7 +170,10 @@ fn temporary_names_are_hidden_unique_and_beside_the_target() {
     let prefix = format!(".topics.json.{}.", std::process::id());
     assert!(name.starts_with(&prefix), "{name}");
     assert!(name.ends_with(".tmp"), "{name}");
-    let sequence = &name[prefix.len()..name.len() - ".tmp".len()];
+    let (tag, sequence) = name[prefix.len()..name.len() - ".tmp".len()]
+        .split_once('.')
+        .expect("start tag and sequence");
+    assert_eq!(tag, format!("{:016x}", process_start_tag()));
     sequence.parse::<u64>().expect("numeric sequence");
 
     let long = "é".repeat(200);
@@ -416,4 +419,116 @@ fn concurrent_writers_use_distinct_temporaries_and_publish_a_complete_snapshot()
     assert_eq!(content.len(), 16 * 1024);
     assert!(content.iter().all(|byte| *byte == content[0]));
     assert_eq!(entries(dir.path()), vec!["shared.json".to_owned()]);
+}
+
+/// Names handed out in order; the write must skip the occupied ones.
+#[derive(Debug)]
+struct ListedNames {
+    inner: LocalMetadataFileSystem,
+    names: std::sync::Mutex<Vec<&'static str>>,
+}
+
+impl PersistSteps for ListedNames {
+    fn temporary_path(&self, directory: &Path, _file_name: &OsStr) -> PathBuf {
+        directory.join(self.names.lock().expect("unpoisoned").remove(0))
+    }
+    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
+        self.inner.create_parent(directory)
+    }
+    fn create_temporary(&self, path: &Path) -> io::Result<File> {
+        self.inner.create_temporary(path)
+    }
+    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_temporary(file, bytes)
+    }
+    fn sync_temporary(&self, file: &File) -> io::Result<()> {
+        self.inner.sync_temporary(file)
+    }
+    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
+        self.inner.replace_target(temporary, target)
+    }
+    fn sync_parent(&self, directory: &Path) -> io::Result<()> {
+        self.inner.sync_parent(directory)
+    }
+    fn remove_temporary(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_temporary(path)
+    }
+}
+
+/// An occupied temporary name (a file left by an earlier process with the
+/// same pid) is skipped, never opened or removed: the write goes through
+/// under the next name.
+#[test]
+fn occupied_temporary_names_are_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for occupied in [".a.tmp", ".b.tmp"] {
+        fs::write(dir.path().join(occupied), b"left").expect("occupy");
+    }
+    let steps = ListedNames {
+        inner: LocalMetadataFileSystem,
+        names: std::sync::Mutex::new(vec![".a.tmp", ".b.tmp", ".c.tmp"]),
+    };
+    let target = dir.path().join("offsets.json");
+    persist_with(&steps, &target, b"table").expect("written under the third name");
+    assert_eq!(fs::read(&target).expect("read"), b"table");
+    assert_eq!(
+        entries(dir.path()),
+        [".a.tmp", ".b.tmp", "offsets.json"],
+        "the occupied names are left alone"
+    );
+}
+
+/// Only this crate's own temporary names for the target, from another
+/// process start (or the older pid.sequence form), and only regular files
+/// are removed; this process's own, other targets', look-alikes, a
+/// directory and a symlink of a matching name stay.
+#[test]
+fn stale_temporaries_of_the_target_are_removed_and_nothing_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let own = format!("{:016x}", process_start_tag());
+    let stale = [
+        ".offsets.json.1.0123456789abcdef.0.tmp".to_owned(),
+        ".offsets.json.1.0123456789abcdef.31.tmp".to_owned(),
+        ".offsets.json.4242.7.tmp".to_owned(),
+    ];
+    let kept = [
+        format!(".offsets.json.1.{own}.3.tmp"),
+        ".topics.json.1.0123456789abcdef.0.tmp".to_owned(),
+        ".offsets.json.1.xyz.0.tmp".to_owned(),
+        ".offsets.json.tmp".to_owned(),
+        "offsets.json.1.2.tmp".to_owned(),
+        ".offsets.json.1.2.tmp.bak".to_owned(),
+        "offsets.json".to_owned(),
+    ];
+    for name in stale.iter().chain(&kept) {
+        fs::write(root.join(name), b"x").expect("create");
+    }
+    fs::create_dir(root.join(".offsets.json.9.0123456789abcdef.1.tmp")).expect("dir");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(
+        root.join("offsets.json"),
+        root.join(".offsets.json.9.8.tmp"),
+    )
+    .expect("symlink");
+    let removed = LocalMetadataFileSystem
+        .remove_stale_temporaries(&root.join("offsets.json"))
+        .expect("listed");
+    assert_eq!(removed, stale.len());
+    let left = entries(root);
+    for name in &stale {
+        assert!(!left.contains(name), "{name} removed");
+    }
+    for name in &kept {
+        assert!(left.contains(name), "{name} kept");
+    }
+    assert!(left.contains(&".offsets.json.9.0123456789abcdef.1.tmp".to_owned()));
+    #[cfg(unix)]
+    assert!(left.contains(&".offsets.json.9.8.tmp".to_owned()));
+    assert_eq!(
+        LocalMetadataFileSystem
+            .remove_stale_temporaries(&root.join("missing").join("offsets.json"))
+            .expect("no directory: nothing to remove"),
+        0
+    );
 }

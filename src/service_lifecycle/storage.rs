@@ -1,0 +1,120 @@
+//! Named dependencies and the storage dependency: readiness that follows
+//! the metadata actor's writes.
+//!
+//! Invariants:
+//!
+//! 1. The service is ready only while the unnamed dependency readiness
+//!    ([`ServiceLifecycle::set_dependency_readiness`], which a critical
+//!    failure degrades) *and* every named one are `Ready`; liveness never
+//!    looks at either.
+//! 2. [`ServiceLifecycle::watch_metadata_storage`] re-reads the actor's
+//!    failures on every failure and recovery (the actor's health epoch, no
+//!    polling): the `storage` dependency is `Degraded` while a resource has
+//!    failed at least the given number of consecutive writes, and `Ready`
+//!    again from the resource's next durable write.
+
+use std::num::NonZeroU64;
+
+use super::{DependencyReadiness, LifecycleState, ServiceLifecycle};
+use crate::error::RuntimeResult;
+use crate::{MetadataIoActor, TaskId, TaskSpawner};
+
+/// The name of the dependency [`ServiceLifecycle::watch_metadata_storage`]
+/// publishes.
+pub const STORAGE_DEPENDENCY: &str = "storage";
+
+impl LifecycleState {
+    /// The unnamed and every named dependency are ready.
+    pub(super) fn dependencies_ready(&self) -> bool {
+        self.dependencies == DependencyReadiness::Ready
+            && self
+                .named_dependencies
+                .iter()
+                .all(|(_, readiness)| *readiness == DependencyReadiness::Ready)
+    }
+}
+
+impl ServiceLifecycle {
+    /// Publishes the dependencies' readiness (independent of the state).
+    pub fn set_dependency_readiness(&self, readiness: DependencyReadiness) {
+        self.inner.state.lock().dependencies = readiness;
+    }
+
+    /// The dependencies' readiness.
+    pub fn dependency_readiness(&self) -> DependencyReadiness {
+        self.inner.state.lock().dependencies
+    }
+
+    /// Publishes the readiness of the dependency called `name` (for
+    /// example `"storage"`). The service is ready only while every named
+    /// dependency is `Ready`, besides the unnamed one of
+    /// [`set_dependency_readiness`](Self::set_dependency_readiness).
+    pub fn set_named_dependency_readiness(&self, name: &str, readiness: DependencyReadiness) {
+        let mut state = self.inner.state.lock();
+        match state
+            .named_dependencies
+            .iter_mut()
+            .find(|(existing, _)| &**existing == name)
+        {
+            Some((_, current)) => *current = readiness,
+            None => state.named_dependencies.push((name.into(), readiness)),
+        }
+    }
+
+    /// The readiness last published for the dependency called `name`, or
+    /// `None` if none was.
+    pub fn named_dependency_readiness(&self, name: &str) -> Option<DependencyReadiness> {
+        self.inner
+            .state
+            .lock()
+            .named_dependencies
+            .iter()
+            .find(|(existing, _)| &**existing == name)
+            .map(|(_, readiness)| *readiness)
+    }
+
+    /// Spawns `service-lifecycle.storage` on `spawner`: it keeps the
+    /// [`STORAGE_DEPENDENCY`] dependency `Degraded` (so `/readyz` answers
+    /// `503`) while any resource of `actor` has failed
+    /// `failures_before_unready` consecutive writes, and `Ready` again once
+    /// that resource's next write is durable. Liveness is unaffected. The
+    /// task ends when `spawner`'s group is cancelled.
+    ///
+    /// # Errors
+    ///
+    /// The spawner's refusal.
+    pub fn watch_metadata_storage(
+        &self,
+        spawner: &TaskSpawner,
+        actor: &MetadataIoActor,
+        failures_before_unready: NonZeroU64,
+    ) -> RuntimeResult<TaskId> {
+        let lifecycle = self.clone();
+        let actor = actor.clone();
+        let mut epoch = actor.storage_epoch();
+        let cancelled = spawner.cancellation_token();
+        lifecycle.set_named_dependency_readiness(STORAGE_DEPENDENCY, DependencyReadiness::Ready);
+        spawner.spawn_service("service-lifecycle.storage", async move {
+            loop {
+                epoch.borrow_and_update();
+                let failing = actor
+                    .storage_failures()
+                    .iter()
+                    .any(|failure| failure.consecutive_failures >= failures_before_unready.get());
+                lifecycle.set_named_dependency_readiness(
+                    STORAGE_DEPENDENCY,
+                    if failing {
+                        DependencyReadiness::Degraded
+                    } else {
+                        DependencyReadiness::Ready
+                    },
+                );
+                tokio::select! {
+                    biased;
+                    () = cancelled.cancelled() => return,
+                    changed = epoch.changed() => if changed.is_err() { return },
+                }
+            }
+        })
+    }
+}

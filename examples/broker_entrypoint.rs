@@ -26,7 +26,7 @@
 //! bad flag value, a refused `ROCKETMQ_*` value). Errors are one line on
 //! stderr naming what was wrong and what is accepted.
 
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,12 +37,30 @@ use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
     BlockingDrainLease, BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery,
     CriticalFailureState, FullPolicy, MetadataDeadline, MetadataIoActor,
-    MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome, MetadataIoConfig,
-    RootServiceContext, RuntimeComponent, RuntimeDiagnosticsInputs,
+    MetadataIoAdmissionOutcome, MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome,
+    MetadataIoConfig, RootServiceContext, RuntimeComponent, RuntimeDiagnosticsInputs,
     RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorKind, RuntimeOperation,
-    ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownReason, ShutdownRequest,
-    ENVIRONMENT_VARIABLES,
+    ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownAnnotation,
+    ShutdownReason, ShutdownRequest, ENVIRONMENT_VARIABLES,
 };
+
+/// One line on stderr. A closed or full stderr is ignored: the broker still
+/// shuts down in order and exits with its verdict (`eprintln!` would panic).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// Writes to stdout, ignoring a closed or full stdout (see [`note!`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = write!(stdout, $($arg)*).and_then(|()| stdout.flush());
+    }};
+}
 
 /// Command-line arguments.
 struct Args {
@@ -113,11 +131,11 @@ fn abandon(owner: RuntimeOwner, exit: ExitCode) -> ExitCode {
 fn fail(step: &str, error: &RuntimeError) -> ExitCode {
     match error.context() {
         Some(context) if error.kind() == RuntimeErrorKind::Configuration => {
-            eprintln!("broker_entrypoint: invalid environment: {context}");
+            note!("broker_entrypoint: invalid environment: {context}");
             ExitCode::from(EXIT_USAGE)
         }
         _ => {
-            eprintln!("broker_entrypoint: {step}: {}", explain(error));
+            note!("broker_entrypoint: {step}: {}", explain(error));
             ExitCode::from(EXIT_FAILED)
         }
     }
@@ -166,7 +184,11 @@ fn parse_args() -> Result<Args, ArgsError> {
                 })?);
             }
             "--data-dir" => {
-                parsed.data_dir = PathBuf::from(args.next().ok_or("--data-dir needs a path")?);
+                let value = args.next().ok_or("--data-dir needs a path")?;
+                if value.is_empty() {
+                    return Err("--data-dir: the path is empty (give a directory)".into());
+                }
+                parsed.data_dir = PathBuf::from(value);
             }
             "--help" | "-h" => return Err(ArgsError::Help),
             other => return Err(format!("unknown argument `{other}`").into()),
@@ -180,16 +202,19 @@ fn parse_args() -> Result<Args, ArgsError> {
 async fn wait_for_stop(
     lifecycle: &ServiceLifecycle,
     run_for: Option<Duration>,
+    early_signal: &std::sync::atomic::AtomicBool,
 ) -> Result<ShutdownRequest, RuntimeError> {
     let signal = lifecycle.wait_for_shutdown_signal();
     tokio::pin!(signal);
-    // The first poll installs the SIGTERM/SIGINT handlers: only then is it
-    // safe to announce that the broker runs (a SIGTERM sent earlier would
-    // still kill the process with the default action).
+    // The first poll installs the lifecycle's SIGTERM/SIGINT handlers; a
+    // signal that came earlier was held by `hold_early_signals`.
     if let std::task::Poll::Ready(request) = futures::poll!(signal.as_mut()) {
         return request;
     }
-    eprintln!("broker running (ready); SIGTERM, Ctrl-C or a POST to /drainz stops it");
+    if early_signal.load(Ordering::SeqCst) {
+        return Ok(lifecycle.request_shutdown(ShutdownReason::Signal));
+    }
+    note!("broker running (ready); SIGTERM, Ctrl-C or a POST to /drainz stops it");
     let run_for_elapsed = async {
         match run_for {
             Some(duration) => tokio::time::sleep(duration).await,
@@ -229,11 +254,11 @@ fn flush_checkpoint(
     match flushed {
         Ok(Ok(())) => true,
         Ok(Err(error)) => {
-            eprintln!("checkpoint not flushed: {error}");
+            note!("checkpoint not flushed: {error}");
             false
         }
         Err(error) => {
-            eprintln!("checkpoint not flushed: {error}");
+            note!("checkpoint not flushed: {error}");
             false
         }
     }
@@ -242,25 +267,162 @@ fn flush_checkpoint(
 /// The metadata resource that holds the consumer offsets.
 const OFFSETS_RESOURCE: &str = "consumer-offsets";
 
-/// A simulated consumer-offset table: each snapshot advances the offsets.
-/// `path` is its metadata file; `checkpoint` the store's own copy, written
-/// once at the stop through the storage lane.
+/// The offset table's file in `data_dir`.
+fn offsets_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("consumer-offsets.json")
+}
+
+/// Consecutive failed writes of a resource after which `/readyz` answers
+/// `503` (the `storage` dependency), until a write is durable again.
+const STORAGE_FAILURES_BEFORE_UNREADY: u64 = 2;
+
+/// The broker whose offsets this process owns: a table of another broker
+/// is foreign and never resumed from.
+const BROKER_NAME: &str = "broker-a";
+/// The simulated queues and how far each advances per snapshot.
+const QUEUES: [(&str, u64); 2] = [("TopicTest-0", 10), ("TopicTest-1", 7)];
+
+/// A simulated consumer-offset table: each snapshot advances the offsets
+/// from where the last durable table (read at start) left them. `path` is
+/// its metadata file; `checkpoint` the store's own copy, written once at
+/// the stop through the storage lane.
 #[derive(Clone)]
 struct OffsetTable {
     path: PathBuf,
     checkpoint: PathBuf,
-    clock: Arc<AtomicU64>,
+    offsets: Arc<std::sync::Mutex<[u64; 2]>>,
 }
 
 impl OffsetTable {
-    /// The table's current content as JSON.
+    /// The table's current content as JSON; the offsets advance.
     fn snapshot(&self) -> String {
-        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        serde_json::json!({
-            "broker": "broker-a",
-            "offsets": { "TopicTest-0": tick * 10, "TopicTest-1": tick * 7 },
-        })
-        .to_string()
+        let mut offsets = self
+            .offsets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let table = table_json(&offsets);
+        for (offset, (_, step)) in offsets.iter_mut().zip(QUEUES) {
+            *offset += step;
+        }
+        table
+    }
+}
+
+fn table_json(offsets: &[u64; 2]) -> String {
+    let queues: serde_json::Map<String, serde_json::Value> = QUEUES
+        .iter()
+        .zip(offsets)
+        .map(|((queue, _), offset)| ((*queue).to_owned(), (*offset).into()))
+        .collect();
+    serde_json::json!({ "broker": BROKER_NAME, "offsets": queues }).to_string()
+}
+
+/// Parses a table this broker wrote; `None` for anything else.
+fn parse_table(bytes: &[u8]) -> Option<[u64; 2]> {
+    let table: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if table["broker"] != BROKER_NAME {
+        return None;
+    }
+    let mut offsets = [0; 2];
+    for (offset, (queue, _)) in offsets.iter_mut().zip(QUEUES) {
+        *offset = table["offsets"][queue].as_u64()?;
+    }
+    Some(offsets)
+}
+
+/// What the start found in the data directory.
+enum Recovered {
+    /// No table yet: a first start.
+    Fresh,
+    /// The last durable table: the broker resumes from it.
+    Resumed([u64; 2]),
+    /// A corrupt or foreign table, moved aside to the path given.
+    MovedAside(PathBuf),
+}
+
+/// Reads the last durable offset table, on the metadata lane (blocking file
+/// I/O never runs on a worker thread). A file that is not this broker's
+/// table is renamed to `<name>.unreadable-<unix seconds>` and the broker
+/// starts from zero: it is kept for an operator, never overwritten.
+fn recover_offsets(
+    owner: &RuntimeOwner,
+    metadata: &ChildServiceContext,
+    path: &Path,
+) -> Result<Recovered, String> {
+    let path = path.to_path_buf();
+    let read = owner.block_on(metadata.metadata_io().spawn_io("recover-offsets", move || {
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Recovered::Fresh)
+            }
+            Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+        };
+        if let Some(offsets) = parse_table(&bytes) {
+            return Ok(Recovered::Resumed(offsets));
+        }
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs());
+        let mut aside = path.clone().into_os_string();
+        aside.push(format!(".unreadable-{seconds}"));
+        let aside = PathBuf::from(aside);
+        std::fs::rename(&path, &aside).map_err(|error| {
+            format!(
+                "{} is not a {BROKER_NAME} offset table and cannot be moved aside: {error}",
+                path.display()
+            )
+        })?;
+        Ok(Recovered::MovedAside(aside))
+    }));
+    read.map_err(|error| explain(&error))?
+}
+
+/// Checks at start that the data directory can hold the broker's files:
+/// it is created if missing, must be a directory, and a file must be
+/// creatable, writable and syncable in it (a read-only mount, a missing
+/// permission or a full disk fail here, naming the path and the OS error).
+fn prepare_data_dir(dir: &Path) -> Result<(), String> {
+    let fail = |step: &str, error: std::io::Error| {
+        format!("data directory {}: cannot {step}: {error}", dir.display())
+    };
+    std::fs::create_dir_all(dir).map_err(|error| fail("create it", error))?;
+    let probe = dir.join(format!(".broker_entrypoint.probe.{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, b"probe")?;
+            file.sync_all()
+        });
+    let removed = std::fs::remove_file(&probe);
+    written.map_err(|error| fail("write a file in it", error))?;
+    removed.map_err(|error| fail("remove a file from it", error))
+}
+
+/// Accepted offset tables whose write failed (a failed or unknown commit):
+/// accepted data that did not become durable, counted for the exit code and
+/// named in the report.
+#[derive(Default)]
+struct StorageLosses {
+    failed_writes: AtomicU64,
+    last: std::sync::Mutex<Option<String>>,
+}
+
+impl StorageLosses {
+    fn record(&self, outcome: &MetadataIoCommitOutcome) {
+        let (MetadataIoCommitOutcome::FailedBeforeCommit(error)
+        | MetadataIoCommitOutcome::CommitOutcomeUnknown(error)) = outcome
+        else {
+            return;
+        };
+        self.failed_writes.fetch_add(1, Ordering::Relaxed);
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(explain(error));
     }
 }
 
@@ -269,18 +431,21 @@ fn start_broker(
     metadata: &MetadataIoActor,
     failures: &CriticalFailureState,
     data_dir: &Path,
+    resume_from: [u64; 2],
+    losses: &Arc<StorageLosses>,
 ) -> Result<RunningBroker, Box<dyn std::error::Error>> {
     // Consumer offsets are metadata: a JSON table persisted durably (temp
     // file, fsync, atomic rename, directory fsync) several times a second
     // through the metadata actor; snapshots queued while a write runs
     // coalesce, so only the newest is written.
     let offsets = OffsetTable {
-        path: data_dir.join("consumer-offsets.json"),
+        path: offsets_path(data_dir),
         checkpoint: data_dir.join("checkpoint.json"),
-        clock: Arc::new(AtomicU64::new(0)),
+        offsets: Arc::new(std::sync::Mutex::new(resume_from)),
     };
     let persisted = metadata.clone();
     let table = offsets.clone();
+    let losses = Arc::clone(losses);
     broker.scheduled_tasks("metadata").schedule(
         ScheduledTaskConfig::fixed_rate_no_overlap("persist-offsets", Duration::from_millis(200)),
         ScheduledExecutionPolicy::default(),
@@ -288,11 +453,24 @@ fn start_broker(
             let actor = persisted.clone();
             let path = table.path.clone();
             let snapshot = table.snapshot();
+            let losses = Arc::clone(&losses);
             async move {
+                // The receipt tells whether the table became durable: a
+                // failed write is lost data (the library logs its path, step
+                // and OS error; readiness follows the storage).
                 let deadline = MetadataDeadline::after(Duration::from_secs(1));
                 match actor.submit_next(OFFSETS_RESOURCE, path, snapshot, deadline) {
-                    Ok(_) => {}
-                    Err(error) => eprintln!("offset table not persisted: {error}"),
+                    Ok(MetadataIoAdmissionOutcome::Accepted(receipt)) => {
+                        if let Ok(outcome) = receipt.wait_until_outcome(deadline).await {
+                            losses.record(&outcome);
+                        }
+                    }
+                    Ok(MetadataIoAdmissionOutcome::TargetConflict(_)) => {
+                        note!("offset table not persisted: its target is another resource's");
+                    }
+                    // Admission closes when the shutdown begins: expected.
+                    Err(error) if error.kind() == RuntimeErrorKind::Closed => {}
+                    Err(error) => note!("offset table not persisted: {}", explain(&error)),
                 }
             }
         },
@@ -332,8 +510,14 @@ fn start_broker(
                         offsets.len()
                     })
                     .await;
-                if let Err(error) = flushed {
-                    eprintln!("offset flush failed: {error}");
+                match flushed {
+                    // The lane closes when the shutdown begins: a flush
+                    // refused then is expected, not a failure.
+                    Err(error) if error.kind() == RuntimeErrorKind::Closed => {
+                        tracing::debug!(%error, "offset flush refused: shutting down");
+                    }
+                    Err(error) => note!("offset flush failed: {}", explain(&error)),
+                    Ok(_) => {}
                 }
             }
         },
@@ -401,7 +585,7 @@ fn start_broker(
                 drained += 1;
             }
         }
-        eprintln!(
+        note!(
             "request-worker: {} requests handled, {drained} of {} in flight drained",
             handled.load(Ordering::Relaxed),
             in_flight.len()
@@ -419,7 +603,7 @@ fn start_broker(
                 .await
                 .is_accepted()
             {
-                eprintln!("request-source: request {next} refused by the broker budget");
+                note!("request-source: request {next} refused by the broker budget");
             }
             next += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -460,24 +644,69 @@ fn log_drain_diagnostics(
     }
 }
 
+/// Installs SIGTERM/SIGINT handlers that only set `flag`, before anything
+/// else runs: a signal during the start is a graceful shutdown (reason
+/// `signal`) once the lifecycle listens, never the default action that
+/// kills the process. A mask inherited with these signals blocked (a
+/// launcher may block them across `exec` so that none is lost before this
+/// point) is lifted here, or the broker would never hear them.
+fn hold_early_signals(flag: &Arc<std::sync::atomic::AtomicBool>) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::flag::register(signal, Arc::clone(flag)).map_err(|error| {
+                format!("cannot install the handler of signal {signal}: {error}")
+            })?;
+        }
+        let mut shutdown_signals = nix::sys::signal::SigSet::empty();
+        shutdown_signals.add(nix::sys::signal::Signal::SIGTERM);
+        shutdown_signals.add(nix::sys::signal::Signal::SIGINT);
+        shutdown_signals
+            .thread_unblock()
+            .map_err(|error| format!("cannot unblock SIGTERM and SIGINT: {error}"))?;
+    }
+    #[cfg(not(unix))]
+    let _ = flag;
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    // The runtime's warnings and the drain-time diagnostics go to stderr
-    // (stdout carries the shutdown report).
+    // First: a SIGTERM from here on is a graceful shutdown.
+    let early_signal = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(message) = hold_early_signals(&early_signal) {
+        note!("broker_entrypoint: {message}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    // The runtime's events (storage failures with their path and OS error,
+    // warnings, the drain-time diagnostics) go to stderr, filtered by
+    // `RUST_LOG` (default `info`); stdout carries the shutdown report. A
+    // closed stderr is ignored, not a panic.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .log_internal_errors(false)
         .init();
     let args = match parse_args() {
         Ok(args) => args,
         Err(ArgsError::Help) => {
-            print!("{}", help());
+            out!("{}", help());
             return ExitCode::from(EXIT_CLEAN);
         }
         Err(ArgsError::Usage(message)) => {
-            eprintln!("broker_entrypoint: {message} (see --help)");
+            note!("broker_entrypoint: {message} (see --help)");
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // A data directory that cannot hold the offsets is refused before
+    // anything starts: the path and the OS error, exit 1.
+    if let Err(message) = prepare_data_dir(&args.data_dir) {
+        note!("broker_entrypoint: {message}");
+        return ExitCode::from(EXIT_FAILED);
+    }
     // Probe address, shutdown timeout, liveness staleness, drain methods
     // and drain delay come from the `ROCKETMQ_*` environment.
     let lifecycle = match ServiceLifecycle::from_env("broker") {
@@ -491,7 +720,7 @@ fn main() -> ExitCode {
             Err(error) => return fail("runtime build", &error),
         },
         Err(violation) => {
-            eprintln!("broker_entrypoint: invalid runtime configuration: {violation}");
+            note!("broker_entrypoint: invalid runtime configuration: {violation}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -504,7 +733,7 @@ fn main() -> ExitCode {
         return abandon(owner, fail("lifecycle start", &error));
     }
     if let Some(address) = lifecycle.probe_local_addr() {
-        eprintln!("probes listening on http://{address}");
+        note!("probes listening on http://{address}");
     }
     // A panicking critical service, or one that returns before it is
     // cancelled, fails the service and requests an ordered shutdown.
@@ -516,22 +745,64 @@ fn main() -> ExitCode {
     ) {
         return abandon(owner, fail("critical failure monitor not started", &error));
     }
+    let metadata_context = root.component("metadata");
     let metadata = match MetadataIoConfig::default()
         .into_plan()
         .map_err(Box::<dyn std::error::Error>::from)
-        .and_then(|plan| Ok(plan.start(&root.component("metadata"))?))
+        .and_then(|plan| Ok(plan.start(&metadata_context)?))
     {
         Ok(metadata) => metadata,
         Err(error) => {
-            eprintln!("broker_entrypoint: metadata actor not started: {error}");
+            note!("broker_entrypoint: metadata actor not started: {error}");
             return abandon(owner, ExitCode::from(EXIT_FAILED));
         }
     };
+    // Readiness follows the storage: `/readyz` answers 503 while the offset
+    // table keeps failing to become durable, 200 again after a durable write.
+    if let Err(error) = lifecycle.watch_metadata_storage(
+        &probes.task_spawner(),
+        &metadata,
+        NonZeroU64::new(STORAGE_FAILURES_BEFORE_UNREADY).unwrap_or(NonZeroU64::MIN),
+    ) {
+        return abandon(owner, fail("storage readiness not watched", &error));
+    }
+    // Resume from the last durable offsets: a restart never moves them
+    // backwards (which would redeliver consumed messages).
+    let resume_from = match recover_offsets(
+        &owner,
+        &metadata_context,
+        &offsets_path(&args.data_dir),
+    ) {
+        Ok(Recovered::Fresh) => [0; 2],
+        Ok(Recovered::Resumed(offsets)) => {
+            note!("resuming from the durable offsets {offsets:?}");
+            offsets
+        }
+        Ok(Recovered::MovedAside(aside)) => {
+            note!(
+                "broker_entrypoint: the offset table was not a {BROKER_NAME} table; moved aside to {} (starting from zero)",
+                aside.display()
+            );
+            [0; 2]
+        }
+        Err(message) => {
+            note!("broker_entrypoint: offsets not recovered: {message}");
+            return abandon(owner, ExitCode::from(EXIT_FAILED));
+        }
+    };
+    let losses = Arc::new(StorageLosses::default());
     let broker = root.component("broker");
-    let running = match start_broker(&broker, &metadata, &failures, &args.data_dir) {
+    let running = match start_broker(
+        &broker,
+        &metadata,
+        &failures,
+        &args.data_dir,
+        resume_from,
+        &losses,
+    ) {
         Ok(running) => running,
         Err(error) => {
-            eprintln!(
+            note!(
                 "broker_entrypoint: broker startup failed ({}): {error}",
                 RuntimeOperation::external("start-broker")
             );
@@ -539,14 +810,14 @@ fn main() -> ExitCode {
         }
     };
     if let Err(error) = lifecycle.mark_ready() {
-        eprintln!("cannot mark the broker ready: {error}");
+        note!("cannot mark the broker ready: {error}");
     }
-    let request = match owner.block_on(wait_for_stop(&lifecycle, args.run_for)) {
+    let request = match owner.block_on(wait_for_stop(&lifecycle, args.run_for, &early_signal)) {
         Ok(request) => request,
         Err(error) => {
             // A broker that cannot hear SIGTERM must not look like a clean
             // stop to its supervisor: it fails (exit 1) after shutting down.
-            eprintln!(
+            note!(
                 "cannot install signal handlers: {}; shutting down",
                 explain(&error)
             );
@@ -554,7 +825,7 @@ fn main() -> ExitCode {
             lifecycle.request_shutdown(ShutdownReason::Internal)
         }
     };
-    eprintln!(
+    note!(
         "stopping ({}) after {} heartbeats; readiness revoked",
         request.reason.as_str(),
         running.beats.load(Ordering::Relaxed)
@@ -581,7 +852,7 @@ fn main() -> ExitCode {
     let checkpointed = match checkpoint_lease {
         Ok(lease) => flush_checkpoint(&owner, &lease, &running.offsets, &last_table),
         Err(error) => {
-            eprintln!("no drain lease for the last checkpoint: {error}");
+            note!("no drain lease for the last checkpoint: {error}");
             false
         }
     };
@@ -597,12 +868,12 @@ fn main() -> ExitCode {
             true
         }
         other => {
-            eprintln!("last offset table not committed: {other:?}");
+            note!("last offset table not committed: {other:?}");
             false
         }
     };
     let drained = owner.block_on(metadata.shutdown_until(metadata_deadline));
-    eprintln!(
+    note!(
         "broker stopped (healthy: {}); metadata: {} unfinished, durable offsets generation {:?}",
         broker_report.is_healthy(),
         drained.unfinished.len(),
@@ -610,7 +881,7 @@ fn main() -> ExitCode {
             .confirmed_durable_generation(OFFSETS_RESOURCE)
             .map(|generation| generation.get())
     );
-    let report = match owner.shutdown_runtime_blocking_until(deadline) {
+    let mut report = match owner.shutdown_runtime_blocking_until(deadline) {
         // The lifecycle recorded the first request's reason in the tree:
         // the report carries it as `reason`.
         Ok(report) => report,
@@ -621,22 +892,52 @@ fn main() -> ExitCode {
     };
     let failed = lifecycle.state() == ServiceLifecycleState::Failed;
     lifecycle.mark_stopped();
+    // Accepted offsets that did not become durable are named in the report
+    // (an annotation, in the JSON and the summary): the resource, its file,
+    // how many writes failed and the last error.
+    let failed_writes = losses.failed_writes.load(Ordering::Relaxed);
+    if failed_writes > 0 {
+        let last = losses
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default();
+        report.annotations.push(ShutdownAnnotation::new(format!(
+            "metadata not durable: resource {OFFSETS_RESOURCE} ({}): {failed_writes} accepted writes failed; last: {last}",
+            running.offsets.path.display()
+        )));
+    }
+    for failure in &drained.not_durable {
+        report.annotations.push(ShutdownAnnotation::new(format!(
+            "metadata not durable at the stop: resource {} ({}): {} consecutive failed writes; last: {} failed: {}",
+            failure.resource,
+            failure.target.display(),
+            failure.consecutive_failures,
+            failure.operation,
+            failure.error
+        )));
+    }
     // The readable summary (with any task the deadline had to abort, by
     // name) for the terminal, then the JSON evidence on stdout.
-    eprintln!("{}", report.summary());
-    println!("{}", report.to_json());
+    note!("{}", report.summary());
+    out!("{}\n", report.to_json());
     let critical = failures.pending();
     if let Some(failure) = &critical {
-        eprintln!("critical failure: {failure:?}");
+        note!("critical failure: {failure:?}");
     }
     // Metadata that did not become durable, or a checkpoint not flushed, is
     // lost work: the exit says so.
-    let metadata_lost = !last_committed || drained.timed_out || !drained.unfinished.is_empty();
+    let metadata_lost = !last_committed
+        || drained.timed_out
+        || !drained.unfinished.is_empty()
+        || !drained.not_durable.is_empty()
+        || failed_writes > 0;
     if report.is_healthy() && !failed && critical.is_none() && !metadata_lost && checkpointed {
         ExitCode::from(EXIT_CLEAN)
     } else {
-        eprintln!(
-            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata unfinished {metadata_lost}, checkpoint flushed {checkpointed}",
+        note!(
+            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata not durable {metadata_lost} ({failed_writes} failed writes of {OFFSETS_RESOURCE}), checkpoint flushed {checkpointed}",
             report.is_healthy(),
             critical.is_some()
         );

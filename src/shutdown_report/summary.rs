@@ -36,8 +36,8 @@ impl ShutdownReport {
     /// whose own `leaked`, `failed`, `panicked`, `timed_out` or
     /// `blocking_still_running` is not zero is marked `[unhealthy]`, and the
     /// tasks its deadline aborted follow it by name (at most the listed
-    /// ones, then how many more). The root line also shows the elapsed time
-    /// and the reason, when set. The JSON form is [`to_json`](Self::to_json).
+    /// ones, then how many more), and then its annotations (`note: ...`).
+    /// The root line also shows the elapsed time and the reason, when set. The JSON form is [`to_json`](Self::to_json).
     pub fn summary(&self) -> String {
         self.display().to_string()
     }
@@ -134,6 +134,9 @@ fn write_node(
             "\n{indent}    and {} more timed out",
             node.timed_out_tasks_omitted
         )?;
+    }
+    for annotation in &node.annotations {
+        write!(f, "\n{indent}    note: {}", annotation.message)?;
     }
     Ok(())
 }

@@ -24,7 +24,9 @@ use std::error::Error as _;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::error::{RuntimeError, RuntimeOperation};
 use crate::metadata_io::types::MetadataIoCommitOutcome;

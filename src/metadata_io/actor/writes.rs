@@ -199,10 +199,12 @@ impl ActorShared {
             state.pending_operations -= 1;
             state.pending_bytes -= bytes;
         }
-        let health =
-            resource
-                .health
-                .record(name, &resource.target, &outcome, std::time::Instant::now());
+        let health = resource.health.record(
+            name,
+            &resource.target,
+            &outcome,
+            tokio::time::Instant::now(),
+        );
         match &outcome {
             MetadataIoCommitOutcome::Durable(durable) => {
                 resource.history.record_durable(*durable);

@@ -1,0 +1,692 @@
+//! The main job under faults, driven as an operator would: the built
+//! `broker_entrypoint` binary with a full disk, a read-only or unusable data
+//! directory, leftovers of killed runs, restarts, hostile probe clients,
+//! closed or full output streams and early signals. Each case checks what
+//! the process tells (stderr, `/readyz`, the report, the exit code).
+//!
+//! Cases that need to mount a file system (full disk, read-only mount) or
+//! to drop privileges run where the test may (root on Linux) and say so
+//! otherwise. Waiting on the external process uses short polls bounded by
+//! hang guards; nothing here waits for things to settle.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a black-box test of another process: it polls the process and its files on the wall clock"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+mod support;
+
+use support::example_binary;
+
+/// Hang guard of every wait on the child.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// A running `broker_entrypoint` whose stderr lines are collected.
+struct Broker {
+    child: Option<Child>,
+    lines: Arc<Mutex<Vec<String>>>,
+    stdout: Option<mpsc::Receiver<String>>,
+    /// Ends when stderr closes: every line is collected then.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
+    probes: Option<SocketAddr>,
+}
+
+impl Broker {
+    /// Starts the broker on `data_dir` with probes on an ephemeral port and
+    /// waits until it runs.
+    fn start(data_dir: &Path) -> Self {
+        Self::start_with(data_dir, &[], |command| command)
+    }
+
+    fn start_with(
+        data_dir: &Path,
+        args: &[&str],
+        adjust: impl FnOnce(&mut Command) -> &mut Command,
+    ) -> Self {
+        let mut command = Command::new(example_binary());
+        command
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env("ROCKETMQ_HEALTH_BIND_ADDR", "127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        adjust(&mut command);
+        let mut child = command.spawn().expect("spawn the example");
+        let stdout = child.stdout.take().map(|mut stdout| {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = stdout.read_to_string(&mut text);
+                let _ = tx.send(text);
+            });
+            rx
+        });
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr_reader = child.stderr.take().map(|stderr| {
+            let sink = Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    sink.lock().expect("lines").push(line);
+                }
+            })
+        });
+        let mut broker = Self {
+            child: Some(child),
+            lines,
+            stdout,
+            stderr_reader,
+            probes: None,
+        };
+        broker.wait_for_line("broker running");
+        broker.probes = broker
+            .line_containing("probes listening on http://")
+            .and_then(|line| line.rsplit("http://").next().map(str::to_owned))
+            .and_then(|address| address.parse().ok());
+        broker
+    }
+
+    fn line_containing(&self, needle: &str) -> Option<String> {
+        self.lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .find(|line| line.contains(needle))
+            .cloned()
+    }
+
+    fn stderr(&self) -> String {
+        self.lines.lock().expect("lines").join("\n")
+    }
+
+    /// Waits (hang guard) for a stderr line containing `needle`.
+    fn wait_for_line(&self, needle: &str) -> String {
+        let started = Instant::now();
+        loop {
+            if let Some(line) = self.line_containing(needle) {
+                return line;
+            }
+            assert!(
+                started.elapsed() < GUARD,
+                "no `{needle}` line; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `GET path` on the probe port: the status code.
+    fn probe(&self, path: &str) -> u16 {
+        probe_status(self.probes.expect("probe address"), path)
+    }
+
+    /// Polls `path` until it answers `status` (hang guard).
+    fn wait_for_status(&self, path: &str, status: u16) {
+        let started = Instant::now();
+        while self.probe(path) != status {
+            assert!(
+                started.elapsed() < GUARD,
+                "{path} never answered {status}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.as_ref().expect("running").id()).expect("pid")
+    }
+
+    fn signal(&self, signal: Signal) {
+        send_signal(self.pid(), signal);
+    }
+
+    /// Waits for the exit (hang guard): the exit code and stdout.
+    fn finish(mut self) -> (Option<i32>, String) {
+        let mut child = self.child.take().expect("running");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("status") {
+                break status;
+            }
+            assert!(
+                started.elapsed() < GUARD,
+                "the broker did not exit; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stdout = self
+            .stdout
+            .take()
+            .map(|rx| rx.recv_timeout(GUARD).expect("stdout"))
+            .unwrap_or_default();
+        if let Some(reader) = self.stderr_reader.take() {
+            reader.join().expect("stderr reader");
+        }
+        (status.code(), stdout)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn send_signal(pid: i32, signal: Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("kill(2)");
+}
+
+use nix::sys::signal::Signal;
+const SIGTERM: Signal = Signal::SIGTERM;
+const SIGKILL: Signal = Signal::SIGKILL;
+
+/// One `GET` with a 5 s bound; the status code (0 when nothing came).
+fn probe_status(address: SocketAddr, path: &str) -> u16 {
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(5)) else {
+        return 0;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return 0;
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A tmpfs of `size` mounted on a fresh directory (with `options`), or
+/// `None` where this process may not mount (then the case is skipped with
+/// a note).
+struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn tmpfs(options: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(Self { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Runs the example to its end with `args` (at most 5 s: `--run-for 5`
+/// unless `args` sets it): exit code and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let mut command = Command::new(example_binary());
+    command.args(args);
+    if !args.contains(&"--run-for") {
+        command.args(["--run-for", "5"]);
+    }
+    let output = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("run the example");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Kills `pid` unless the returned guard is dropped within [`GUARD`]: a
+/// hang fails the test instead of blocking it.
+#[must_use]
+fn hang_guard(pid: u32) -> mpsc::Sender<()> {
+    let (done, finished) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if finished.recv_timeout(GUARD) == Err(mpsc::RecvTimeoutError::Timeout) {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), SIGKILL);
+            }
+        }
+    });
+    done
+}
+
+/// The persisted offsets of a data directory (`None` before the first
+/// durable table).
+fn persisted_offsets(dir: &Path) -> Option<[u64; 2]> {
+    let bytes = std::fs::read(dir.join("consumer-offsets.json")).ok()?;
+    let table: serde_json::Value = serde_json::from_slice(&bytes).expect("never torn");
+    Some([
+        table["offsets"]["TopicTest-0"].as_u64().expect("offset"),
+        table["offsets"]["TopicTest-1"].as_u64().expect("offset"),
+    ])
+}
+
+/// A full disk: the failing path and ENOSPC are logged, `/readyz` is 503
+/// while writes fail (liveness stays 200) and 200 once space returns, and
+/// the stop exits 1 with the resource named in the report.
+#[test]
+fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
+    let Some(mount) = Mount::tmpfs("size=256k") else {
+        return;
+    };
+    let data = mount.path().join("data");
+    let broker = Broker::start(&data);
+    broker.wait_for_status("/readyz", 200);
+    // Fill the file system.
+    let filler = mount.path().join("filler");
+    let mut file = std::fs::File::create(&filler).expect("filler");
+    let chunk = vec![0_u8; 4096];
+    while file.write_all(&chunk).is_ok() {}
+    drop(file);
+    broker.wait_for_status("/readyz", 503);
+    assert_eq!(broker.probe("/livez"), 200, "liveness is unaffected");
+    let line = broker.wait_for_line("metadata write failed");
+    assert!(line.contains("os error 28"), "{line}");
+    assert!(
+        line.contains(&data.join("consumer-offsets.json").display().to_string()),
+        "{line}"
+    );
+    std::fs::remove_file(&filler).expect("space returns");
+    broker.wait_for_status("/readyz", 200);
+    broker.wait_for_line("metadata writes are durable again");
+    broker.signal(SIGTERM);
+    let stderr = {
+        let stderr = broker.lines.clone();
+        let (code, stdout) = broker.finish();
+        assert_eq!(code, Some(1), "accepted offsets were lost");
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+        assert!(
+            report["annotations"]
+                .to_string()
+                .contains("metadata not durable: resource consumer-offsets"),
+            "{report}"
+        );
+        let lines = stderr.lock().expect("lines").join("\n");
+        lines
+    };
+    assert!(stderr.contains("note: metadata not durable"), "{stderr}");
+}
+
+/// A data directory that cannot be used is refused at start (exit 1) with
+/// its path and the OS error; an empty path is a usage error (exit 2).
+#[test]
+fn an_unusable_data_directory_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"x").expect("file");
+    let (code, stderr) = run(&["--data-dir", file.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(stderr.contains("os error"), "{stderr}");
+
+    let (code, stderr) = run(&["--data-dir", ""]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--data-dir: the path is empty"), "{stderr}");
+
+    if let Some(mount) = Mount::tmpfs("ro,size=64k") {
+        let data = mount.path().join("data");
+        let (code, stderr) = run(&["--data-dir", data.to_str().expect("utf-8")]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(&data.display().to_string()), "{stderr}");
+        assert!(stderr.contains("os error 30"), "read-only: {stderr}");
+    }
+
+    // No permission: a directory the broker's user may not write. Root
+    // may write anywhere, so the broker runs as `nobody` there.
+    let locked = tempfile::tempdir().expect("tempdir");
+    let data = locked.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.starts_with(b"0\n"));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).expect("lock");
+    let mut command = Command::new(example_binary());
+    command
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--run-for", "5"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if root {
+        use std::os::unix::process::CommandExt;
+        command.uid(65_534).gid(65_534);
+        std::fs::set_permissions(locked.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("traversable");
+    }
+    let output = command.output().expect("run the example");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if root
+        && stderr.contains("Permission denied")
+        && !stderr.contains(&*data.display().to_string())
+    {
+        eprintln!("skipped: the example binary is not runnable as nobody here");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&data.display().to_string()), "{stderr}");
+    assert!(stderr.contains("os error 13"), "no permission: {stderr}");
+}
+
+/// Temporary files a killed run left (same pid, both name forms) never
+/// block a write and are removed by the next start.
+#[test]
+fn leftover_temporary_files_are_removed_and_do_not_block_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let mut leftovers = Vec::new();
+    for sequence in 0..31 {
+        // The pid a container gives its broker on every start.
+        let name = if sequence % 2 == 0 {
+            format!(".consumer-offsets.json.1.{sequence}.tmp")
+        } else {
+            format!(".consumer-offsets.json.1.00000000deadbeef.{sequence}.tmp")
+        };
+        std::fs::write(data.join(&name), b"{\"torn").expect("leftover");
+        leftovers.push(name);
+    }
+    let unrelated = data.join(".consumer-offsets.json.backup");
+    std::fs::write(&unrelated, b"keep").expect("unrelated file");
+    let broker = Broker::start(&data);
+    let started = Instant::now();
+    while persisted_offsets(&data).is_none_or(|offsets| offsets[0] < 20) {
+        assert!(started.elapsed() < GUARD, "no write; {}", broker.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    broker.signal(SIGTERM);
+    let (code, _) = broker.finish();
+    assert_eq!(code, Some(0));
+    let names: Vec<String> = std::fs::read_dir(&data)
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    for leftover in &leftovers {
+        assert!(!names.contains(leftover), "{leftover} removed: {names:?}");
+    }
+    assert!(
+        unrelated.exists(),
+        "only this crate's own names are removed"
+    );
+    assert!(
+        names.iter().all(|name| !name.ends_with(".tmp")),
+        "nothing left behind: {names:?}"
+    );
+}
+
+/// Twelve restarts, ended alternately by SIGKILL and SIGTERM: every start
+/// resumes from the durable table, so the persisted offsets never move
+/// backwards; a corrupt table is moved aside, not overwritten.
+#[test]
+fn restarts_never_move_the_persisted_offsets_backwards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut last = [0_u64; 2];
+    for round in 0..12 {
+        let broker = Broker::start(&data);
+        // Progress beyond the last run before the stop.
+        let started = Instant::now();
+        while persisted_offsets(&data).is_none_or(|offsets| offsets[0] <= last[0]) {
+            assert!(
+                started.elapsed() < GUARD,
+                "no progress; {}",
+                broker.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if round % 2 == 0 {
+            broker.signal(SIGKILL);
+        } else {
+            broker.signal(SIGTERM);
+        }
+        let _ = broker.finish();
+        let now = persisted_offsets(&data).expect("a table");
+        assert!(
+            now[0] >= last[0] && now[1] >= last[1],
+            "round {round}: {last:?} -> {now:?}"
+        );
+        last = now;
+    }
+    // A foreign table is moved aside with a message and kept.
+    std::fs::write(
+        data.join("consumer-offsets.json"),
+        b"{\"broker\":\"other\"}",
+    )
+    .expect("foreign");
+    let broker = Broker::start(&data);
+    let line = broker.wait_for_line("moved aside to");
+    broker.signal(SIGTERM);
+    let _ = broker.finish();
+    let aside = line.rsplit("moved aside to ").next().expect("path");
+    let aside = aside.split(" (").next().expect("path");
+    assert_eq!(
+        std::fs::read(PathBuf::from(aside)).expect("kept"),
+        b"{\"broker\":\"other\"}"
+    );
+}
+
+/// 300 clients holding idle or half-sent connections do not keep `/livez`
+/// from answering within 1 s (p99 of 40 probes).
+#[test]
+fn probes_answer_within_a_second_while_300_clients_hold_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(&dir.path().join("data"));
+    let address = broker.probes.expect("probe address");
+    let mut held = Vec::new();
+    for index in 0..300 {
+        let mut stream = TcpStream::connect(address).expect("connect");
+        if index % 3 == 0 {
+            let _ = stream.write_all(b"GET /liv");
+        }
+        held.push(stream);
+    }
+    let mut latencies = Vec::new();
+    for _ in 0..40 {
+        let started = Instant::now();
+        assert_eq!(probe_status(address, "/livez"), 200);
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    assert!(p99 < Duration::from_secs(1), "p99 {p99:?}: {latencies:?}");
+    drop(held);
+    broker.signal(SIGTERM);
+    assert_eq!(broker.finish().0, Some(0));
+}
+
+/// A reader of stderr that goes away, then a SIGTERM: the shutdown is
+/// still ordered and clean (exit 0, a healthy report); a full stdout
+/// (`/dev/full`) is no panic either.
+#[test]
+fn closed_stderr_and_full_stdout_never_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(example_binary())
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let _guard = hang_guard(child.id());
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.contains("broker running") {
+            break;
+        }
+    }
+    drop(lines);
+    send_signal(i32::try_from(child.id()).expect("pid"), SIGTERM);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    let status = child.wait().expect("exit");
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], "signal");
+
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let output = Command::new(example_binary())
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--run-for", "0.3"])
+        .stdin(Stdio::null())
+        .stdout(full)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
+/// Spawns the example with `--data-dir dir` from a thread whose signal
+/// mask blocks SIGTERM when `blocked` (the child inherits the mask across
+/// `exec`, so a SIGTERM sent before its `main` stays pending).
+fn spawn_with_sigterm(dir: &Path, blocked: bool) -> Child {
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        if blocked {
+            let mut set = nix::sys::signal::SigSet::empty();
+            set.add(SIGTERM);
+            set.thread_block().expect("block SIGTERM in this thread");
+        }
+        Command::new(example_binary())
+            .arg("--data-dir")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn")
+    })
+    .join()
+    .expect("spawner")
+}
+
+/// Sends SIGTERM `delay` after the spawn returned (after `exec`) and
+/// expects a graceful shutdown with reason `signal`.
+fn sigterm_after(dir: &Path, delay: Duration, blocked: bool) {
+    let mut child = spawn_with_sigterm(dir, blocked);
+    let _guard = hang_guard(child.id());
+    std::thread::sleep(delay);
+    send_signal(i32::try_from(child.id()).expect("pid"), SIGTERM);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("read");
+    let status = child.wait().expect("exit");
+    assert_eq!(status.code(), Some(0), "{delay:?} after exec: {status}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], "signal", "{delay:?} after exec");
+}
+
+/// A SIGTERM 0 to 5 ms after exec is a graceful shutdown with reason
+/// `signal`, not a kill by the default action. The handlers are the first
+/// thing `main` installs; before `main` (the dynamic loader, about 1 ms)
+/// no process can handle a signal, so a launcher that must not lose one
+/// blocks it across `exec`, as this test does: the example unblocks it once
+/// its handlers are in place and the pending SIGTERM stops it in order.
+#[test]
+fn a_sigterm_right_after_exec_is_a_graceful_shutdown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for delay_ms in 0..=5 {
+        sigterm_after(dir.path(), Duration::from_millis(delay_ms), true);
+    }
+    // Without the launcher's help: once `main` runs (well within 5 ms of
+    // the exec), a SIGTERM is graceful too.
+    sigterm_after(dir.path(), Duration::from_millis(5), false);
+}
+
+/// What a failure line of the example or the library contains.
+const FAILURE_MARKS: [&str; 9] = [
+    " ERROR ",
+    " WARN ",
+    "failed:",
+    "not persisted",
+    "not flushed",
+    "not committed",
+    "unclean stop",
+    "panicked",
+    "refused",
+];
+
+/// Clean runs print no failure line (an expected shutdown race, such as a
+/// flush refused because its scope is closing, is not a failure).
+/// `ROCKETMQ_CLEAN_RUNS` sets how many (default 8; the issue's evidence is
+/// 80: `ROCKETMQ_CLEAN_RUNS=80 cargo test --test entrypoint_faults clean`).
+#[test]
+fn clean_runs_print_no_failure_line() {
+    let runs: usize = std::env::var("ROCKETMQ_CLEAN_RUNS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(8);
+    let dir = tempfile::tempdir().expect("tempdir");
+    for run_index in 0..runs {
+        let data = dir.path().join(format!("data-{run_index}"));
+        let (code, stderr) = run(&[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--run-for",
+            "0.3",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        for line in stderr.lines() {
+            for failure in FAILURE_MARKS {
+                assert!(!line.contains(failure), "run {run_index}: {line}");
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 mod support;
 
-use support::example_binary;
+use support::example_command;
 
 /// Waits for the child with a hang guard; returns (success, stdout).
 fn finish(mut child: Child) -> (bool, String) {
@@ -74,7 +74,7 @@ fn assert_healthy_report(stdout: &str, reason: &str) {
 
 #[test]
 fn run_for_exits_zero_with_a_healthy_report() {
-    let child = Command::new(example_binary())
+    let child = example_command()
         .args(["--run-for", "0.5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -88,7 +88,7 @@ fn run_for_exits_zero_with_a_healthy_report() {
 #[test]
 fn invalid_arguments_exit_with_usage_error() {
     for value in ["soon", "-1", "1e20", "NaN"] {
-        let status = Command::new(example_binary())
+        let status = example_command()
             .args(["--run-for", value])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -97,7 +97,7 @@ fn invalid_arguments_exit_with_usage_error() {
         assert_eq!(status.code(), Some(2), "--run-for {value}");
     }
     // `--help` is not an error: usage on stdout, exit 0.
-    let help = Command::new(example_binary())
+    let help = example_command()
         .arg("--help")
         .stderr(Stdio::null())
         .output()
@@ -108,7 +108,7 @@ fn invalid_arguments_exit_with_usage_error() {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
-        let status = Command::new(example_binary())
+        let status = example_command()
             .arg(std::ffi::OsStr::from_bytes(b"--\xff"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -121,7 +121,7 @@ fn invalid_arguments_exit_with_usage_error() {
 #[cfg(unix)]
 #[test]
 fn sigterm_exits_zero_with_a_healthy_report() {
-    let mut child = Command::new(example_binary())
+    let mut child = example_command()
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -159,7 +159,7 @@ fn terminate(child: &Child) {
 /// child, the address it reported once it was marked ready, and its later
 /// stderr lines.
 fn start_with_probes(extra_env: &[(&str, &str)]) -> (Child, SocketAddr, mpsc::Receiver<String>) {
-    let mut command = Command::new(example_binary());
+    let mut command = example_command();
     command
         .env("ROCKETMQ_HEALTH_BIND_ADDR", "127.0.0.1:0")
         .stdout(Stdio::piped())
@@ -268,7 +268,7 @@ fn sigterm_with_probes_revokes_readiness_and_exits_zero_with_reason_signal() {
 fn draining_logs_a_sanitized_diagnostics_view() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let output = Command::new(example_binary())
+        let output = example_command()
             .args(["--run-for", "0.5"])
             .output()
             .expect("the entrypoint runs");
@@ -312,7 +312,7 @@ fn draining_logs_a_sanitized_diagnostics_view() {
 #[test]
 fn the_stop_commits_the_last_offset_table() {
     let data = tempfile::tempdir().expect("tempdir");
-    let output = Command::new(example_binary())
+    let output = example_command()
         .args(["--run-for", "0.5", "--data-dir"])
         .arg(data.path())
         .stdout(Stdio::null())

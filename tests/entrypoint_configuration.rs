@@ -10,12 +10,12 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use support::example_binary;
+use support::example_command;
 
 /// Runs the example (stopping at once if it starts) with only `vars` of the
 /// `ROCKETMQ_*` environment set; `RUST_BACKTRACE=1`, so a panic would show.
 fn run_with(vars: &[(&str, OsString)]) -> Output {
-    let mut command = Command::new(example_binary());
+    let mut command = example_command();
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("ROCKETMQ_") {
             command.env_remove(name);
@@ -144,7 +144,7 @@ fn variables_in_source(dir: &Path, found: &mut Vec<String>) {
 
 #[test]
 fn help_lists_every_variable_the_crate_reads_and_the_exit_codes() {
-    let output = Command::new(example_binary())
+    let output = example_command()
         .arg("--help")
         .output()
         .expect("run the example");
@@ -194,7 +194,7 @@ fn help_lists_every_variable_the_crate_reads_and_the_exit_codes() {
 #[test]
 fn unknown_flags_and_bad_flag_values_exit_2_with_one_line() {
     for args in [&["--bogus"][..], &["--run-for", "soon"], &["--run-for"]] {
-        let output = Command::new(example_binary())
+        let output = example_command()
             .args(args)
             .output()
             .expect("run the example");

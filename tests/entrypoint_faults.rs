@@ -404,6 +404,22 @@ fn an_unusable_data_directory_is_refused_at_start() {
     assert!(stderr.contains("os error 13"), "no permission: {stderr}");
 }
 
+/// A second broker on a data directory another one holds is refused at
+/// start (exit 1, naming the directory); the first keeps running.
+#[test]
+fn a_data_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let first = Broker::start(&data);
+    let (code, stderr) = run(&["--data-dir", data.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("is in use by another broker"), "{stderr}");
+    assert!(stderr.contains(&data.display().to_string()), "{stderr}");
+    assert_eq!(first.probe("/livez"), 200);
+    first.signal(SIGTERM);
+    assert_eq!(first.finish().0, Some(0));
+}
+
 /// Temporary files a killed run left (same pid, both name forms) never
 /// block a write and are removed by the next start.
 #[test]

@@ -169,7 +169,9 @@ pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
     /// `target` (temporary files of a write it never finished) and
     /// returns how many entries it removed. The metadata actor calls it
     /// once per target, on the lane, before the target's first write.
-    /// The default removes nothing.
+    /// The default removes nothing. Only one process may write a target's
+    /// directory (a broker holds a lock on its data directory): another
+    /// live writer's temporary files would look stale.
     ///
     /// # Errors
     ///

@@ -70,6 +70,21 @@ pub fn example_binary() -> std::path::PathBuf {
     binary
 }
 
+/// The example with a data directory of its own under
+/// `CARGO_TARGET_TMPDIR` (a broker locks its directory, so parallel tests
+/// never share one).
+pub fn example_command() -> std::process::Command {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "broker-data-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let mut command = std::process::Command::new(example_binary());
+    command.arg("--data-dir").arg(dir);
+    command
+}
+
 /// Panics when dropped: held by a future, it makes the future's
 /// destruction panic.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ mod support;
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use support::example_command;
 

@@ -36,18 +36,25 @@ fn io_source(error: &RuntimeError) -> &io::Error {
         .expect("io source")
 }
 
-/// The local steps, except that the temporary name is fixed, so a test
-/// can occupy it beforehand; directory syncs are recorded.
+/// The local steps, except that the temporary names are fixed (`name`,
+/// after the `earlier` ones in order), so a test can occupy them
+/// beforehand; directory syncs are recorded.
 #[derive(Debug, Default)]
 struct FixedTemporaryName {
     inner: LocalMetadataFileSystem,
     name: &'static str,
+    earlier: std::sync::Mutex<Vec<&'static str>>,
     synced: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl PersistSteps for FixedTemporaryName {
     fn temporary_path(&self, directory: &Path, _file_name: &OsStr) -> PathBuf {
-        directory.join(self.name)
+        let mut earlier = self.earlier.lock().expect("unpoisoned");
+        if earlier.is_empty() {
+            directory.join(self.name)
+        } else {
+            directory.join(earlier.remove(0))
+        }
     }
     fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
         self.inner.create_parent(directory)
@@ -421,40 +428,6 @@ fn concurrent_writers_use_distinct_temporaries_and_publish_a_complete_snapshot()
     assert_eq!(entries(dir.path()), vec!["shared.json".to_owned()]);
 }
 
-/// Names handed out in order; the write must skip the occupied ones.
-#[derive(Debug)]
-struct ListedNames {
-    inner: LocalMetadataFileSystem,
-    names: std::sync::Mutex<Vec<&'static str>>,
-}
-
-impl PersistSteps for ListedNames {
-    fn temporary_path(&self, directory: &Path, _file_name: &OsStr) -> PathBuf {
-        directory.join(self.names.lock().expect("unpoisoned").remove(0))
-    }
-    fn create_parent(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
-        self.inner.create_parent(directory)
-    }
-    fn create_temporary(&self, path: &Path) -> io::Result<File> {
-        self.inner.create_temporary(path)
-    }
-    fn write_temporary(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_temporary(file, bytes)
-    }
-    fn sync_temporary(&self, file: &File) -> io::Result<()> {
-        self.inner.sync_temporary(file)
-    }
-    fn replace_target(&self, temporary: &Path, target: &Path) -> io::Result<()> {
-        self.inner.replace_target(temporary, target)
-    }
-    fn sync_parent(&self, directory: &Path) -> io::Result<()> {
-        self.inner.sync_parent(directory)
-    }
-    fn remove_temporary(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_temporary(path)
-    }
-}
-
 /// An occupied temporary name (a file left by an earlier process with the
 /// same pid) is skipped, never opened or removed: the write goes through
 /// under the next name.
@@ -464,9 +437,10 @@ fn occupied_temporary_names_are_skipped() {
     for occupied in [".a.tmp", ".b.tmp"] {
         fs::write(dir.path().join(occupied), b"left").expect("occupy");
     }
-    let steps = ListedNames {
-        inner: LocalMetadataFileSystem,
-        names: std::sync::Mutex::new(vec![".a.tmp", ".b.tmp", ".c.tmp"]),
+    let steps = FixedTemporaryName {
+        name: ".c.tmp",
+        earlier: std::sync::Mutex::new(vec![".a.tmp", ".b.tmp"]),
+        ..FixedTemporaryName::default()
     };
     let target = dir.path().join("offsets.json");
     persist_with(&steps, &target, b"table").expect("written under the third name");

@@ -147,6 +147,22 @@ fn the_summary_renders_one_line_per_group_with_its_stragglers() {
          metadata: completed=1"
     );
     assert_eq!(format!("{}", unhealthy.display()), unhealthy.summary());
+
+    // Annotations follow their group, as notes.
+    let mut annotated = tree(Vec::new(), 0);
+    annotated
+        .annotations
+        .push(rocketmq_runtime::ShutdownAnnotation::new(
+            "metadata not durable: resource consumer-offsets",
+        ));
+    assert_eq!(
+        annotated.summary(),
+        "rocketmq-broker 1203 ms, reason signal: cancelled=2\n    \
+         note: metadata not durable: resource consumer-offsets\n  \
+         broker: cancelled=3\n    \
+         idle: nothing to report\n  \
+         metadata: completed=1"
+    );
 }
 
 /// A 100,000-deep chain renders on a 1 MiB thread stack (the walk is

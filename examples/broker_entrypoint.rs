@@ -470,11 +470,23 @@ impl StorageLosses {
         else {
             return;
         };
+        let _ = self.refused(error);
+    }
+
+    /// A table that was not persisted (a failed write, or a submission the
+    /// actor refused, as for a fenced target); true when its error differs
+    /// from the last one (the library logs failed writes; the caller prints
+    /// a refusal only then).
+    fn refused(&self, error: &RuntimeError) -> bool {
         self.failed_writes.fetch_add(1, Ordering::Relaxed);
-        *self
+        let text = explain(error);
+        let mut last = self
             .last
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(explain(error));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let new = last.as_deref() != Some(text.as_str());
+        *last = Some(text);
+        new
     }
 }
 
@@ -522,7 +534,11 @@ fn start_broker(
                     }
                     // Admission closes when the shutdown begins: expected.
                     Err(error) if error.kind() == RuntimeErrorKind::Closed => {}
-                    Err(error) => note!("offset table not persisted: {}", explain(&error)),
+                    Err(error) => {
+                        if losses.refused(&error) {
+                            note!("offset table not persisted: {}", explain(&error));
+                        }
+                    }
                 }
             }
         },

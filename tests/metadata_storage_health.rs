@@ -117,16 +117,17 @@ fn failed_writes_are_logged_and_make_storage_unready_until_a_durable_write() {
         Some(DependencyReadiness::Degraded)
     );
     assert!(lifecycle.is_live(), "liveness is unaffected");
+    // This test's events (the recorder is shared by the binary's tests).
+    let path = target.display().to_string();
     let errors: Vec<_> = events::recorded()
         .into_iter()
-        .filter(|event| event.message.starts_with("metadata write failed"))
+        .filter(|event| {
+            event.message.starts_with("metadata write failed")
+                && event.field("path") == Some(path.as_str())
+        })
         .collect();
     assert_eq!(errors.len(), 1, "one line per failure kind: {errors:?}");
     assert_eq!(errors[0].field("resource"), Some("offsets"));
-    assert_eq!(
-        errors[0].field("path"),
-        Some(target.display().to_string().as_str())
-    );
     assert_eq!(errors[0].field("step"), Some("metadata-write-temporary"));
 
     disk.full.store(false, Ordering::SeqCst);
@@ -135,7 +136,10 @@ fn failed_writes_are_logged_and_make_storage_unready_until_a_durable_write() {
     assert!(actor.storage_failures().is_empty());
     let recovered: Vec<_> = events::recorded()
         .into_iter()
-        .filter(|event| event.message == "metadata writes are durable again")
+        .filter(|event| {
+            event.message == "metadata writes are durable again"
+                && event.field("path") == Some(path.as_str())
+        })
         .collect();
     assert_eq!(recovered.len(), 1);
     assert_eq!(recovered[0].field("failed_writes"), Some("3"));
@@ -146,4 +150,72 @@ fn failed_writes_are_logged_and_make_storage_unready_until_a_durable_write() {
         .shutdown_runtime_blocking()
         .expect("outside Tokio")
         .is_healthy());
+}
+
+/// Publishes the snapshot, then fails to sync the directory: the outcome
+/// is unknown and the target is fenced.
+#[derive(Debug)]
+struct UnsyncableDirectory;
+
+impl MetadataFileSystem for UnsyncableDirectory {
+    fn persist_atomic(&self, target: &Path, bytes: &[u8]) -> RuntimeResult<()> {
+        LocalMetadataFileSystem.persist_atomic(target, bytes)?;
+        Err(RuntimeError::io(
+            RuntimeOperation::MetadataSyncParent,
+            std::io::Error::from_raw_os_error(5),
+        ))
+    }
+}
+
+/// A fenced target takes no more writes, so one unknown outcome makes
+/// storage unready at once, whatever the failure threshold.
+#[test]
+fn an_unknown_commit_outcome_makes_storage_unready_at_once() {
+    events::recorded();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("fenced", 2))
+        .expect("valid")
+        .build()
+        .expect("runtime");
+    let actor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .start_with_file_system(
+            &owner.root_context().component("metadata"),
+            Arc::new(UnsyncableDirectory),
+        )
+        .expect("started");
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    lifecycle.mark_ready().expect("ready");
+    lifecycle
+        .watch_metadata_storage(
+            &owner.root_context().component("probes").task_spawner(),
+            &actor,
+            NonZeroU64::new(3).expect("non-zero"),
+        )
+        .expect("watching");
+    let deadline = MetadataDeadline::after(Duration::from_secs(5));
+    let outcome = owner
+        .block_on(actor.submit_next_commit(
+            "offsets",
+            dir.path().join("offsets.json"),
+            b"1".to_vec(),
+            deadline,
+        ))
+        .expect("admitted");
+    assert!(matches!(
+        outcome,
+        MetadataIoCommitAdmissionOutcome::Completed(MetadataIoCommitOutcome::CommitOutcomeUnknown(
+            _
+        ))
+    ));
+    let failures = actor.storage_failures();
+    assert_eq!(failures.len(), 1);
+    assert!(failures[0].outcome_unknown);
+    assert_eq!(failures[0].consecutive_failures, 1);
+    owner.block_on(until("storage degraded", || !lifecycle.is_ready()));
+    assert!(lifecycle.is_live());
+    let drained = owner.block_on(actor.shutdown_until(deadline));
+    assert_eq!(drained.not_durable.len(), 1);
+    owner.shutdown_runtime_blocking().expect("outside Tokio");
 }

@@ -10,8 +10,9 @@
 //! 2. [`ServiceLifecycle::watch_metadata_storage`] re-reads the actor's
 //!    failures on every failure and recovery (the actor's health epoch, no
 //!    polling): the `storage` dependency is `Degraded` while a resource has
-//!    failed at least the given number of consecutive writes, and `Ready`
-//!    again from the resource's next durable write.
+//!    failed at least the given number of consecutive writes, or its last
+//!    write's outcome is unknown (the target is fenced and takes no more
+//!    writes), and `Ready` again from the resource's next durable write.
 
 use std::num::NonZeroU64;
 
@@ -76,9 +77,13 @@ impl ServiceLifecycle {
     /// Spawns `service-lifecycle.storage` on `spawner`: it keeps the
     /// [`STORAGE_DEPENDENCY`] dependency `Degraded` (so `/readyz` answers
     /// `503`) while any resource of `actor` has failed
-    /// `failures_before_unready` consecutive writes, and `Ready` again once
-    /// that resource's next write is durable. Liveness is unaffected. The
-    /// task ends when `spawner`'s group is cancelled.
+    /// `failures_before_unready` consecutive writes or has a fenced target
+    /// (an unknown commit outcome), and `Ready` again once that resource's
+    /// next write is durable. Liveness is unaffected. The
+    /// task ends when `spawner`'s group is cancelled. One actor per
+    /// lifecycle: a second watcher would publish the same dependency (give
+    /// another actor's health its own name with
+    /// [`set_named_dependency_readiness`](Self::set_named_dependency_readiness)).
     ///
     /// # Errors
     ///
@@ -97,10 +102,12 @@ impl ServiceLifecycle {
         spawner.spawn_service("service-lifecycle.storage", async move {
             loop {
                 epoch.borrow_and_update();
-                let failing = actor
-                    .storage_failures()
-                    .iter()
-                    .any(|failure| failure.consecutive_failures >= failures_before_unready.get());
+                // A fenced target (outcome unknown) takes no more writes:
+                // unready at once.
+                let failing = actor.storage_failures().iter().any(|failure| {
+                    failure.outcome_unknown
+                        || failure.consecutive_failures >= failures_before_unready.get()
+                });
                 lifecycle.set_named_dependency_readiness(
                     STORAGE_DEPENDENCY,
                     if failing {

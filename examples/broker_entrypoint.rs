@@ -127,9 +127,6 @@ fn explain(error: &RuntimeError) -> String {
     line
 }
 
-/// Reports a failed step and picks the exit code: a refused `ROCKETMQ_*`
-/// value is a usage error (its line names the variable, the value and what
-/// is accepted), anything else a failure.
 /// A startup step failed once the runtime was built: stops what had
 /// started (within 5 s) so that the failure is the one thing reported,
 /// then exits with `exit`.
@@ -138,6 +135,9 @@ fn abandon(owner: RuntimeOwner, exit: ExitCode) -> ExitCode {
     exit
 }
 
+/// Reports a failed step and picks the exit code: a refused `ROCKETMQ_*`
+/// value is a usage error (its line names the variable, the value and what
+/// is accepted), anything else a failure.
 fn fail(step: &str, error: &RuntimeError) -> ExitCode {
     match error.context() {
         Some(context) if error.kind() == RuntimeErrorKind::Configuration => {
@@ -388,16 +388,25 @@ fn recover_offsets(
     read.map_err(|error| explain(&error))?
 }
 
-/// Checks at start that the data directory can hold the broker's files:
-/// it is created if missing, must be a directory, and a file must be
-/// creatable, writable and syncable in it (a read-only mount, a missing
-/// permission or a full disk fail here, naming the path and the OS error).
-fn prepare_data_dir(dir: &Path) -> Result<(), String> {
+/// Creates the data directory if it is missing; it must be a directory.
+fn create_data_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|error| {
+        format!(
+            "data directory {}: cannot create it: {error}",
+            dir.display()
+        )
+    })
+}
+
+/// Checks that the (locked) data directory can hold the broker's files: a
+/// file must be creatable, writable and syncable in it (a read-only mount,
+/// a missing permission or a full disk fail here, naming the path and the
+/// OS error).
+fn check_data_dir(dir: &Path) -> Result<(), String> {
     let fail = |step: &str, error: std::io::Error| {
         format!("data directory {}: cannot {step}: {error}", dir.display())
     };
-    std::fs::create_dir_all(dir).map_err(|error| fail("create it", error))?;
-    let probe = dir.join(format!(".broker_entrypoint.probe.{}", std::process::id()));
+    let probe = dir.join(".broker_entrypoint.probe");
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -407,7 +416,10 @@ fn prepare_data_dir(dir: &Path) -> Result<(), String> {
             std::io::Write::write_all(&mut file, b"probe")?;
             file.sync_all()
         });
-    let removed = std::fs::remove_file(&probe);
+    let removed = match std::fs::remove_file(&probe) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    };
     written.map_err(|error| fail("write a file in it", error))?;
     removed.map_err(|error| fail("remove a file from it", error))
 }
@@ -789,14 +801,16 @@ fn main() -> ExitCode {
     // A data directory that cannot hold the offsets, or that another broker
     // holds, is refused before anything starts: the path and the OS error,
     // exit 1. The lock is held until the process exits.
-    let _data_dir_lock =
-        match prepare_data_dir(&args.data_dir).and_then(|()| lock_data_dir(&args.data_dir)) {
-            Ok(lock) => lock,
-            Err(message) => {
-                note!("broker_entrypoint: {message}");
-                return abandon(owner, ExitCode::from(EXIT_FAILED));
-            }
-        };
+    let data_dir_lock = create_data_dir(&args.data_dir)
+        .and_then(|()| lock_data_dir(&args.data_dir))
+        .and_then(|lock| check_data_dir(&args.data_dir).map(|()| lock));
+    let _data_dir_lock = match data_dir_lock {
+        Ok(lock) => lock,
+        Err(message) => {
+            note!("broker_entrypoint: {message}");
+            return abandon(owner, ExitCode::from(EXIT_FAILED));
+        }
+    };
     let root = owner.root_context();
     // Probes and the heartbeat run in their own component, shut down last
     // with the runtime: `/livez` and `/readyz` answer until the very end.
@@ -977,7 +991,7 @@ fn main() -> ExitCode {
             .clone()
             .unwrap_or_default();
         report.annotations.push(ShutdownAnnotation::new(format!(
-            "metadata not durable: resource {OFFSETS_RESOURCE} ({}): {failed_writes} accepted writes failed; last: {last}",
+            "metadata not durable: resource {OFFSETS_RESOURCE} ({}): {failed_writes} accepted tables not persisted; last: {last}",
             running.offsets.path.display()
         )));
     }
@@ -1010,7 +1024,7 @@ fn main() -> ExitCode {
         ExitCode::from(EXIT_CLEAN)
     } else {
         note!(
-            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata not durable {metadata_lost} ({failed_writes} failed writes of {OFFSETS_RESOURCE}), checkpoint flushed {checkpointed}",
+            "unclean stop: report healthy {}, service failed {failed}, critical failure {}, metadata not durable {metadata_lost} ({failed_writes} tables of {OFFSETS_RESOURCE} not persisted), checkpoint flushed {checkpointed}",
             report.is_healthy(),
             critical.is_some()
         );

@@ -179,6 +179,7 @@ impl MetadataIoPlan {
             coordinator_done: AtomicBool::new(false),
             coordinator_gone: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            swept: Mutex::new(std::collections::HashSet::new()),
             health_epoch: tokio::sync::watch::Sender::new(0),
         });
         let coordinator = Arc::clone(&shared);

@@ -177,8 +177,9 @@ pub trait MetadataFileSystem: fmt::Debug + Send + Sync + 'static {
     ///
     /// A [`RuntimeError`] of kind [`Io`](crate::RuntimeErrorKind::Io)
     /// (operation [`MetadataRemoveTemporary`](RuntimeOperation::MetadataRemoveTemporary))
-    /// when the directory cannot be listed; the actor logs it and writes
-    /// anyway.
+    /// when the directory cannot be listed or a stale file cannot be
+    /// removed (the others are removed all the same); the actor logs it and
+    /// writes anyway.
     fn remove_stale_temporaries(&self, target: &Path) -> RuntimeResult<usize> {
         let _ = target;
         Ok(0)
@@ -272,6 +273,8 @@ impl MetadataFileSystem for LocalMetadataFileSystem {
         let stem = temporary_stem(file_name);
         let own = format!("{:016x}", process_start_tag());
         let mut removed = 0;
+        // A file that cannot be removed does not stop the others.
+        let mut first_error = None;
         for entry in entries.flatten() {
             let name = entry.file_name();
             if !is_stale_temporary(&name, &stem, &own) {
@@ -286,11 +289,14 @@ impl MetadataFileSystem for LocalMetadataFileSystem {
                 Ok(()) => removed += 1,
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {}
                 Err(error) => {
-                    return Err(step_error(MetadataIoOperation::RemoveTemporary, error));
+                    first_error.get_or_insert(error);
                 }
             }
         }
-        Ok(removed)
+        match first_error {
+            Some(error) => Err(step_error(MetadataIoOperation::RemoveTemporary, error)),
+            None => Ok(removed),
+        }
     }
 }
 

@@ -198,9 +198,16 @@ struct Slots {
 struct SlotState {
     /// Cancelled to close the connection.
     evicted: CancellationToken,
-    /// True until the head is complete (or reading it ended).
-    awaiting_head: std::sync::atomic::AtomicBool,
+    /// `AWAITING_HEAD`, then either `HEAD_READ` (the connection answers) or
+    /// `EVICTED` (it closes), decided once by a compare-and-swap, so a head
+    /// completed as the eviction picks the slot is never routed and then
+    /// dropped unanswered.
+    phase: std::sync::atomic::AtomicU8,
 }
+
+const AWAITING_HEAD: u8 = 0;
+const HEAD_READ: u8 = 1;
+const EVICTED: u8 = 2;
 
 /// A connection's slot: leaves the list when the connection ends.
 struct Slot {
@@ -213,7 +220,7 @@ impl Slots {
     fn open(self: &Arc<Self>) -> Slot {
         let state = Arc::new(SlotState {
             evicted: CancellationToken::new(),
-            awaiting_head: std::sync::atomic::AtomicBool::new(true),
+            phase: std::sync::atomic::AtomicU8::new(AWAITING_HEAD),
         });
         self.open.lock().push_back(Arc::clone(&state));
         Slot {
@@ -227,9 +234,14 @@ impl Slots {
     fn evict_oldest_idle(&self) {
         let open = self.open.lock();
         if let Some(oldest) = open.iter().find(|slot| {
-            slot.awaiting_head
-                .load(std::sync::atomic::Ordering::Acquire)
-                && !slot.evicted.is_cancelled()
+            slot.phase
+                .compare_exchange(
+                    AWAITING_HEAD,
+                    EVICTED,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                )
+                .is_ok()
         }) {
             oldest.evicted.cancel();
         }
@@ -237,11 +249,18 @@ impl Slots {
 }
 
 impl Slot {
-    /// The head is complete (or will never be): not evictable any more.
-    fn head_read(&self) {
+    /// The head is complete (or will never be): false when the slot was
+    /// evicted first (the connection then closes without routing).
+    fn head_read(&self) -> bool {
         self.state
-            .awaiting_head
-            .store(false, std::sync::atomic::Ordering::Release);
+            .phase
+            .compare_exchange(
+                AWAITING_HEAD,
+                HEAD_READ,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .is_ok()
     }
 }
 
@@ -343,7 +362,9 @@ enum Head {
 /// Serves one request on `stream` and closes it.
 async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, slot: &Slot) {
     let head = read_head(&mut stream).await;
-    slot.head_read();
+    if !slot.head_read() {
+        return;
+    }
     let (response, linger) = match head {
         Head::Request {
             method,

@@ -41,9 +41,6 @@ pub(super) struct Resource {
     pub(super) queued: Option<Queued>,
     pub(super) waiters: Vec<Waiter>,
     pub(super) listed: bool,
-    /// Whether the stale temporary files beside the target were looked
-    /// for (before the first write to it).
-    pub(super) swept: bool,
     pub(super) health: ResourceHealth,
 }
 
@@ -96,6 +93,9 @@ pub(super) struct ActorShared {
     pub(super) coordinator_gone: AtomicBool,
     /// The targets were released (once).
     pub(super) released: AtomicBool,
+    /// Targets whose stale temporary files were looked for: by the first
+    /// write to each that ran.
+    pub(super) swept: Mutex<std::collections::HashSet<Arc<Path>>>,
     /// Advanced by every write failure and recovery (`health.rs`).
     pub(super) health_epoch: tokio::sync::watch::Sender<u64>,
 }
@@ -170,7 +170,6 @@ impl ActorShared {
                             queued: None,
                             waiters: Vec::new(),
                             listed: false,
-                            swept: false,
                             health: ResourceHealth::default(),
                         },
                     );

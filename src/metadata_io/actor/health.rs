@@ -10,9 +10,11 @@
 //!    count. A refusal of the lane (closed at shutdown) is a failure too:
 //!    accepted data did not become durable.
 //! 2. One `tracing` error per resource and failure kind (the step, the OS
-//!    error kind and code): a repeat of the same kind is logged again only
-//!    after [`FAILURE_LOG_INTERVAL`], with the count of the writes that
-//!    failed the same way in between. A new kind is logged at once.
+//!    error kind and code): a repeat of a kind is logged again only after
+//!    [`FAILURE_LOG_INTERVAL`] since that kind's last line, with the count
+//!    of the writes that failed the same way in between, however kinds
+//!    alternate. A new kind is logged at once; at most
+//!    [`LOGGED_KINDS`] kinds are remembered per resource.
 //! 3. The first durable write after failures logs one recovery event with
 //!    the number of failed writes it ends.
 //! 4. Every failure and every recovery advances the health epoch
@@ -33,6 +35,8 @@ use crate::metadata_io::types::MetadataIoCommitOutcome;
 
 /// Least time between two log lines of the same resource and failure kind.
 pub(crate) const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(30);
+/// Failure kinds whose last line a resource remembers (the oldest goes).
+pub(crate) const LOGGED_KINDS: usize = 8;
 
 /// A resource whose last write did not become durable
 /// ([`MetadataIoActor::storage_failures`](crate::MetadataIoActor::storage_failures)).
@@ -70,9 +74,9 @@ struct FailureKind {
 pub(super) struct ResourceHealth {
     consecutive: u64,
     last: Option<LastFailure>,
-    logged: Option<(FailureKind, Instant)>,
-    /// Failures of the logged kind not logged since.
-    suppressed: u64,
+    /// Per failure kind: when its last line was written and how many
+    /// failures of that kind were not logged since.
+    logged: Vec<(FailureKind, Instant, u64)>,
 }
 
 #[derive(Debug)]
@@ -125,8 +129,7 @@ impl ResourceHealth {
             MetadataIoCommitOutcome::Durable(_) => {
                 let failed_writes = std::mem::take(&mut self.consecutive);
                 self.last = None;
-                self.logged = None;
-                self.suppressed = 0;
+                self.logged.clear();
                 return HealthChange {
                     changed: failed_writes > 0,
                     line: (failed_writes > 0).then(|| HealthLine::Recovered {
@@ -152,31 +155,34 @@ impl ResourceHealth {
             error: text.clone(),
             outcome_unknown,
         });
-        let due = match self.logged {
-            Some((logged, at)) => logged != kind || now.duration_since(at) >= FAILURE_LOG_INTERVAL,
-            None => true,
-        };
-        let line = if due {
-            let suppressed = match self.logged {
-                Some((logged, _)) if logged == kind => std::mem::take(&mut self.suppressed),
-                _ => {
-                    self.suppressed = 0;
-                    0
+        let suppressed = match self.logged.iter_mut().find(|(logged, ..)| *logged == kind) {
+            Some((_, at, suppressed)) => {
+                if now.duration_since(*at) < FAILURE_LOG_INTERVAL {
+                    *suppressed += 1;
+                    None
+                } else {
+                    *at = now;
+                    Some(std::mem::take(suppressed))
                 }
-            };
-            self.logged = Some((kind, now));
-            Some(HealthLine::Failed {
-                resource: Arc::clone(resource),
-                target: Arc::clone(target),
-                operation: kind.operation,
-                error: text,
-                consecutive: self.consecutive,
-                suppressed,
-            })
-        } else {
-            self.suppressed += 1;
-            None
+            }
+            None => {
+                if self.logged.len() >= LOGGED_KINDS {
+                    if let Some(oldest) = (0..self.logged.len()).min_by_key(|&i| self.logged[i].1) {
+                        self.logged.swap_remove(oldest);
+                    }
+                }
+                self.logged.push((kind, now, 0));
+                Some(0)
+            }
         };
+        let line = suppressed.map(|suppressed| HealthLine::Failed {
+            resource: Arc::clone(resource),
+            target: Arc::clone(target),
+            operation: kind.operation,
+            error: text,
+            consecutive: self.consecutive,
+            suppressed,
+        });
         HealthChange {
             changed: true,
             line,
@@ -297,15 +303,26 @@ mod tests {
                 ..
             })
         ));
+        // Alternating kinds stay limited per kind.
+        let again = health.record(
+            &resource,
+            &target,
+            &enospc(),
+            start + FAILURE_LOG_INTERVAL + Duration::from_secs(1),
+        );
+        assert!(
+            again.changed && again.line.is_none(),
+            "ENOSPC was logged 1 s ago"
+        );
         let failure = health.failure(&resource, &target).expect("failing");
-        assert_eq!(failure.consecutive_failures, 12);
-        assert!(failure.error.contains("os error 30"), "{}", failure.error);
+        assert_eq!(failure.consecutive_failures, 13);
+        assert!(failure.error.contains("os error 28"), "{}", failure.error);
         let recovered = health.record(&resource, &target, &durable(), start);
         assert!(recovered.changed);
         assert!(matches!(
             recovered.line,
             Some(HealthLine::Recovered {
-                failed_writes: 12,
+                failed_writes: 13,
                 ..
             })
         ));

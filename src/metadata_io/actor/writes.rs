@@ -49,8 +49,7 @@ impl ActorShared {
                 };
                 resource.in_flight = Some((queued.request.generation, queued.request.len()));
                 state.writing += 1;
-                let sweep = !std::mem::replace(&mut resource.swept, true);
-                starting.push((queued, sweep));
+                starting.push(queued);
             }
             !self.accepting.load(Ordering::SeqCst)
                 && state.writing == 0
@@ -61,8 +60,8 @@ impl ActorShared {
         };
         // Spawned after the lock is released: a refused spawn completes
         // the write at once, which takes the lock again.
-        for (Queued { request, permit }, sweep) in starting {
-            self.spawn_write(request, permit, sweep);
+        for Queued { request, permit } in starting {
+            self.spawn_write(request, permit);
         }
         finished
     }
@@ -73,13 +72,12 @@ impl ActorShared {
     /// is free; otherwise a writer task queues it on the lane. A closure
     /// that never runs (refused, or discarded by Tokio) settles the write
     /// as failed from its drop guard; a claim flag makes exactly one side
-    /// report. The first write to a target (`sweep`) first removes the
+    /// report. The first write to a target that runs first removes the
     /// temporary files an earlier process left beside it.
     pub(super) fn spawn_write(
         self: &Arc<Self>,
         request: MetadataWriteRequest,
         permit: ResourcePermit,
-        sweep: bool,
     ) {
         let generation = request.generation;
         let lane_deadline = request.lane_deadline;
@@ -119,7 +117,12 @@ impl ActorShared {
                 return;
             }
             let file_system = Arc::clone(&claim.shared.file_system);
-            if sweep {
+            let first = claim
+                .shared
+                .swept
+                .lock()
+                .insert(Arc::clone(&request.target));
+            if first {
                 sweep_stale(&*file_system, &request.target);
             }
             let persisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -233,16 +233,7 @@ impl Slots {
     /// Closes the oldest connection still waiting for its head, if any.
     fn evict_oldest_idle(&self) {
         let open = self.open.lock();
-        if let Some(oldest) = open.iter().find(|slot| {
-            slot.phase
-                .compare_exchange(
-                    AWAITING_HEAD,
-                    EVICTED,
-                    std::sync::atomic::Ordering::AcqRel,
-                    std::sync::atomic::Ordering::Acquire,
-                )
-                .is_ok()
-        }) {
+        if let Some(oldest) = open.iter().find(|slot| slot.leave_awaiting(EVICTED)) {
             oldest.evicted.cancel();
         }
     }
@@ -252,11 +243,18 @@ impl Slot {
     /// The head is complete (or will never be): false when the slot was
     /// evicted first (the connection then closes without routing).
     fn head_read(&self) -> bool {
-        self.state
-            .phase
+        self.state.leave_awaiting(HEAD_READ)
+    }
+}
+
+impl SlotState {
+    /// Moves the slot from `AWAITING_HEAD` to `to`; false when it had left
+    /// that phase already.
+    fn leave_awaiting(&self, to: u8) -> bool {
+        self.phase
             .compare_exchange(
                 AWAITING_HEAD,
-                HEAD_READ,
+                to,
                 std::sync::atomic::Ordering::AcqRel,
                 std::sync::atomic::Ordering::Acquire,
             )

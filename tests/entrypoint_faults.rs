@@ -6,19 +6,21 @@
 //!
 //! Cases that need to mount a file system (full disk, read-only mount) or
 //! to drop privileges run where the test may (root on Linux) and say so
-//! otherwise. Waiting on the external process uses short polls bounded by
-//! hang guards; nothing here waits for things to settle.
+//! otherwise. Stderr lines and exits are waited for through gates (a
+//! condition variable, a channel); only what has no event to wait on (the
+//! probe's answer, the files on disk) is polled, in [`poll_until`], bounded
+//! by a hang guard. Nothing here waits for things to settle.
 #![cfg(target_os = "linux")]
 #![allow(
     clippy::disallowed_methods,
-    reason = "a black-box test of another process: it polls the process and its files on the wall clock"
+    reason = "a black-box test of another process measures wall-clock latency and hang guards with std::time::Instant"
 )]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 mod support;
@@ -28,10 +30,37 @@ use support::example_binary;
 /// Hang guard of every wait on the child.
 const GUARD: Duration = Duration::from_secs(60);
 
+/// Stderr lines as they arrive; `added` is notified for each.
+#[derive(Default)]
+struct Lines {
+    list: Mutex<Vec<String>>,
+    added: Condvar,
+}
+
+/// Polls `ready` every `interval` until it holds, for what no event
+/// announces (another process's probe answer or files); `context` explains
+/// a hang when the guard expires.
+fn poll_until(
+    what: &str,
+    interval: Duration,
+    ready: impl Fn() -> bool,
+    context: impl Fn() -> String,
+) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < GUARD, "{what}; {}", context());
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "another process's probe or files: nothing to wait on but time"
+        )]
+        std::thread::sleep(interval);
+    }
+}
+
 /// A running `broker_entrypoint` whose stderr lines are collected.
 struct Broker {
     child: Option<Child>,
-    lines: Arc<Mutex<Vec<String>>>,
+    lines: Arc<Lines>,
     stdout: Option<mpsc::Receiver<String>>,
     /// Ends when stderr closes: every line is collected then.
     stderr_reader: Option<std::thread::JoinHandle<()>>,
@@ -70,12 +99,13 @@ impl Broker {
             });
             rx
         });
-        let lines = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::new(Lines::default());
         let stderr_reader = child.stderr.take().map(|stderr| {
             let sink = Arc::clone(&lines);
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    sink.lock().expect("lines").push(line);
+                    sink.list.lock().expect("lines").push(line);
+                    sink.added.notify_all();
                 }
             })
         });
@@ -96,6 +126,7 @@ impl Broker {
 
     fn line_containing(&self, needle: &str) -> Option<String> {
         self.lines
+            .list
             .lock()
             .expect("lines")
             .iter()
@@ -104,22 +135,25 @@ impl Broker {
     }
 
     fn stderr(&self) -> String {
-        self.lines.lock().expect("lines").join("\n")
+        self.lines.list.lock().expect("lines").join("\n")
     }
 
-    /// Waits (hang guard) for a stderr line containing `needle`.
+    /// Waits (hang guard) for a stderr line containing `needle`: woken by
+    /// each new line.
     fn wait_for_line(&self, needle: &str) -> String {
         let started = Instant::now();
+        let mut list = self.lines.list.lock().expect("lines");
         loop {
-            if let Some(line) = self.line_containing(needle) {
-                return line;
+            if let Some(line) = list.iter().find(|line| line.contains(needle)) {
+                return line.clone();
             }
+            let left = GUARD.saturating_sub(started.elapsed());
             assert!(
-                started.elapsed() < GUARD,
+                !left.is_zero(),
                 "no `{needle}` line; stderr:\n{}",
-                self.stderr()
+                list.join("\n")
             );
-            std::thread::sleep(Duration::from_millis(10));
+            list = self.lines.added.wait_timeout(list, left).expect("lines").0;
         }
     }
 
@@ -130,15 +164,12 @@ impl Broker {
 
     /// Polls `path` until it answers `status` (hang guard).
     fn wait_for_status(&self, path: &str, status: u16) {
-        let started = Instant::now();
-        while self.probe(path) != status {
-            assert!(
-                started.elapsed() < GUARD,
-                "{path} never answered {status}; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll_until(
+            &format!("{path} never answered {status}"),
+            Duration::from_millis(20),
+            || self.probe(path) == status,
+            || self.stderr(),
+        );
     }
 
     fn pid(&self) -> i32 {
@@ -152,18 +183,15 @@ impl Broker {
     /// Waits for the exit (hang guard): the exit code and stdout.
     fn finish(mut self) -> (Option<i32>, String) {
         let mut child = self.child.take().expect("running");
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("status") {
-                break status;
-            }
-            assert!(
-                started.elapsed() < GUARD,
-                "the broker did not exit; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let _guard = hang_guard(child.id());
+        let (exited, exit) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = exited.send(child.wait());
+        });
+        let status = exit
+            .recv_timeout(GUARD + Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("the broker did not exit; stderr:\n{}", self.stderr()))
+            .expect("exit status");
         let stdout = self
             .stdout
             .take()
@@ -326,7 +354,7 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
     broker.wait_for_line("metadata writes are durable again");
     broker.signal(SIGTERM);
     let stderr = {
-        let stderr = broker.lines.clone();
+        let stderr = Arc::clone(&broker.lines);
         let (code, stdout) = broker.finish();
         assert_eq!(code, Some(1), "accepted offsets were lost");
         let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
@@ -336,7 +364,7 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
                 .contains("metadata not durable: resource consumer-offsets"),
             "{report}"
         );
-        let lines = stderr.lock().expect("lines").join("\n");
+        let lines = stderr.list.lock().expect("lines").join("\n");
         lines
     };
     assert!(stderr.contains("note: metadata not durable"), "{stderr}");
@@ -441,11 +469,12 @@ fn leftover_temporary_files_are_removed_and_do_not_block_writes() {
     let unrelated = data.join(".consumer-offsets.json.backup");
     std::fs::write(&unrelated, b"keep").expect("unrelated file");
     let broker = Broker::start(&data);
-    let started = Instant::now();
-    while persisted_offsets(&data).is_none_or(|offsets| offsets[0] < 20) {
-        assert!(started.elapsed() < GUARD, "no write; {}", broker.stderr());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until(
+        "no write",
+        Duration::from_millis(20),
+        || persisted_offsets(&data).is_some_and(|offsets| offsets[0] >= 20),
+        || broker.stderr(),
+    );
     broker.signal(SIGTERM);
     let (code, _) = broker.finish();
     assert_eq!(code, Some(0));
@@ -483,15 +512,12 @@ fn restarts_never_move_the_persisted_offsets_backwards() {
     for round in 0..12 {
         let broker = Broker::start(&data);
         // Progress beyond the last run before the stop.
-        let started = Instant::now();
-        while persisted_offsets(&data).is_none_or(|offsets| offsets[0] <= last[0]) {
-            assert!(
-                started.elapsed() < GUARD,
-                "no progress; {}",
-                broker.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        poll_until(
+            "no progress",
+            Duration::from_millis(10),
+            || persisted_offsets(&data).is_some_and(|offsets| offsets[0] > last[0]),
+            || broker.stderr(),
+        );
         if round % 2 == 0 {
             broker.signal(SIGKILL);
         } else {
@@ -627,6 +653,10 @@ fn spawn_with_sigterm(dir: &Path, blocked: bool) -> Child {
 fn sigterm_after(dir: &Path, delay: Duration, blocked: bool) {
     let child = spawn_with_sigterm(dir, blocked);
     let _guard = hang_guard(child.id());
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the delay after exec is what the test varies"
+    )]
     std::thread::sleep(delay);
     stops_gracefully_on_sigterm(child, &format!("{delay:?} after exec"));
 }

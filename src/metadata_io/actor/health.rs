@@ -117,13 +117,14 @@ fn io_source(error: &RuntimeError) -> Option<&io::Error> {
 }
 
 impl ResourceHealth {
-    /// Records a settled write of `resource` at `target`.
+    /// Records a settled write of `resource` at `target`; the clock (`now`)
+    /// is read for failures only.
     pub(super) fn record(
         &mut self,
         resource: &Arc<str>,
         target: &Arc<Path>,
         outcome: &MetadataIoCommitOutcome,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
     ) -> HealthChange {
         let (error, outcome_unknown) = match outcome {
             MetadataIoCommitOutcome::Durable(_) => {
@@ -143,6 +144,7 @@ impl ResourceHealth {
             MetadataIoCommitOutcome::CommitOutcomeUnknown(error) => (error, true),
         };
         self.consecutive += 1;
+        let now = now();
         let source = io_source(error);
         let kind = FailureKind {
             operation: error.operation(),
@@ -265,7 +267,7 @@ mod tests {
         let target: Arc<Path> = Arc::from(Path::new("/data/offsets.json"));
         let mut health = ResourceHealth::default();
         let start = Instant::now();
-        let first = health.record(&resource, &target, &enospc(), start);
+        let first = health.record(&resource, &target, &enospc(), || start);
         assert!(first.changed);
         assert!(matches!(
             first.line,
@@ -273,15 +275,14 @@ mod tests {
                 if error.contains("os error 28")
         ));
         for offset in 1..10 {
-            let repeat = health.record(
-                &resource,
-                &target,
-                &enospc(),
-                start + Duration::from_secs(offset),
-            );
+            let repeat = health.record(&resource, &target, &enospc(), || {
+                start + Duration::from_secs(offset)
+            });
             assert!(repeat.changed && repeat.line.is_none(), "rate limited");
         }
-        let later = health.record(&resource, &target, &enospc(), start + FAILURE_LOG_INTERVAL);
+        let later = health.record(&resource, &target, &enospc(), || {
+            start + FAILURE_LOG_INTERVAL
+        });
         assert!(matches!(
             later.line,
             Some(HealthLine::Failed {
@@ -294,7 +295,7 @@ mod tests {
             RuntimeOperation::MetadataCreateTemporary,
             io::Error::from_raw_os_error(30),
         ));
-        let new_kind = health.record(&resource, &target, &other, start + FAILURE_LOG_INTERVAL);
+        let new_kind = health.record(&resource, &target, &other, || start + FAILURE_LOG_INTERVAL);
         assert!(matches!(
             new_kind.line,
             Some(HealthLine::Failed {
@@ -304,12 +305,9 @@ mod tests {
             })
         ));
         // Alternating kinds stay limited per kind.
-        let again = health.record(
-            &resource,
-            &target,
-            &enospc(),
-            start + FAILURE_LOG_INTERVAL + Duration::from_secs(1),
-        );
+        let again = health.record(&resource, &target, &enospc(), || {
+            start + FAILURE_LOG_INTERVAL + Duration::from_secs(1)
+        });
         assert!(
             again.changed && again.line.is_none(),
             "ENOSPC was logged 1 s ago"
@@ -317,7 +315,7 @@ mod tests {
         let failure = health.failure(&resource, &target).expect("failing");
         assert_eq!(failure.consecutive_failures, 13);
         assert!(failure.error.contains("os error 28"), "{}", failure.error);
-        let recovered = health.record(&resource, &target, &durable(), start);
+        let recovered = health.record(&resource, &target, &durable(), || start);
         assert!(recovered.changed);
         assert!(matches!(
             recovered.line,
@@ -327,7 +325,7 @@ mod tests {
             })
         ));
         assert!(health.failure(&resource, &target).is_none());
-        let steady = health.record(&resource, &target, &durable(), start);
+        let steady = health.record(&resource, &target, &durable(), || start);
         assert!(!steady.changed && steady.line.is_none());
     }
 }

@@ -117,11 +117,10 @@ impl ActorShared {
                 return;
             }
             let file_system = Arc::clone(&claim.shared.file_system);
-            let first = claim
-                .shared
-                .swept
-                .lock()
-                .insert(Arc::clone(&request.target));
+            let first = {
+                let mut swept = claim.shared.swept.lock();
+                !swept.contains(&request.target) && swept.insert(Arc::clone(&request.target))
+            };
             if first {
                 sweep_stale(&*file_system, &request.target);
             }
@@ -202,12 +201,10 @@ impl ActorShared {
             state.pending_operations -= 1;
             state.pending_bytes -= bytes;
         }
-        let health = resource.health.record(
-            name,
-            &resource.target,
-            &outcome,
-            tokio::time::Instant::now(),
-        );
+        let health =
+            resource
+                .health
+                .record(name, &resource.target, &outcome, tokio::time::Instant::now);
         match &outcome {
             MetadataIoCommitOutcome::Durable(durable) => {
                 resource.history.record_durable(*durable);

@@ -1107,7 +1107,9 @@ fn discarded_items_drop_before_their_reservation_returns_even_when_panicking() {
     assert_eq!(take_seen(), [0]);
     assert_eq!(counts(&budget), (0, 0));
 
-    // A clock panicking between the reservation and the enqueue.
+    // A clock panicking at a push (an observed queue reads it at every
+    // push, before it reserves).
+    let _ = queue.snapshot();
     clock.0.store(true, std::sync::atomic::Ordering::SeqCst);
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         queue.try_push_data(witness(&budget, false), 10)

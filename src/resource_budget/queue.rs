@@ -46,6 +46,8 @@
 //!    that count is non-zero, read after the queue lock is released, so no
 //!    wake-up is lost and an unwatched push notifies nobody.
 //! 9. Producers waiting for capacity follow the protocol in `waiting.rs`.
+//! 10. Entries are stamped only while something reads their ages, by the
+//!     protocol in `stamps.rs`.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -54,7 +56,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::loom::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::{notified_by_either, Watch};
@@ -62,6 +64,7 @@ use crate::wait::{notified_by_either, Watch};
 mod charge;
 mod outcome;
 mod policy;
+mod stamps;
 mod waiting;
 
 use charge::{Charge, Discarded, Release};
@@ -88,6 +91,9 @@ struct QueueInner<T> {
     budget: ResourceBudget,
     state: Mutex<QueueState<T>>,
     readers: Notify,
+    /// Whether pushes stamp their entries (`stamps.rs`): set under the
+    /// queue's lock only, read before it as a hint.
+    stamping: AtomicBool,
     /// Consumers parked (or about to park) in `recv`: a push notifies only
     /// when one watches.
     readers_waiting: AtomicUsize,
@@ -138,8 +144,11 @@ impl<T> BudgetedQueue<T> {
     /// A queue over `budget`; its limit's `full_policy` and `max_age`
     /// decide the overload behaviour. Clones share the queue.
     pub fn new(budget: ResourceBudget) -> Self {
+        // The age policies read stamps from the first push.
+        let stamping = budget.limit().max_age.is_some();
         Self {
             inner: Arc::new(QueueInner {
+                stamping: AtomicBool::new(stamping),
                 budget,
                 state: Mutex::new(QueueState {
                     items: VecDeque::new(),
@@ -230,16 +239,26 @@ impl<T> BudgetedQueue<T> {
     /// budget's). A refused charge is dropped (a permit is released).
     fn push_once(&self, item: T, mut charge: Charge) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
-        // One clock read serves the age checks and the new entry's stamp.
-        // It comes before the lock (not held across a user clock) and
-        // before the reservation: nothing can fail between a reservation
-        // and its entry being queued (a panicking user clock leaves
-        // nothing reserved).
-        let now = self.now();
+        // One clock read serves the age checks and the new entry's stamp,
+        // taken only while something reads stamps (invariant 10). It comes
+        // before the lock (not held across a user clock) and before the
+        // reservation: nothing can fail between a reservation and its
+        // entry being queued (a panicking user clock leaves nothing
+        // reserved).
+        let mut now = self.stamping_hint().then(|| self.now());
         // Declared before the guard: dropped after the lock is released.
         let mut discarded = Discarded::new(&inner.budget.node);
         let policy = self.policy();
         let mut state = inner.state.lock();
+        if now.is_none() && inner.stamping.load(Ordering::Relaxed) {
+            // Observed since the hint was read: stamp this entry too,
+            // reading the clock outside the lock (stamping stays on).
+            drop(state);
+            now = Some(self.now());
+            state = inner.state.lock();
+        }
+        // Unread only while no entry is stamped (invariant 10).
+        let now = now.unwrap_or_default();
         // A closed budget refuses the reservation below (as `Closed`); the
         // policies that discard before reserving must not run on it.
         if state.closed
@@ -327,24 +346,38 @@ impl<T> BudgetedQueue<T> {
 
     /// Pops the oldest item; its permit is released here.
     pub fn try_pop(&self) -> Option<T> {
-        self.pop_entry().map(|entry| self.released(entry))
+        self.pop_entry(false).map(|entry| self.released(entry))
     }
 
     /// Pops the oldest item with its permit still held.
+    ///
+    /// Its [`enqueued_at`](BudgetedItem::enqueued_at) is exact for items
+    /// queued after the queue's ages were first observed: from its creation
+    /// when the budget has a `max_age`, otherwise from its first
+    /// `snapshot`, `try_pop_budgeted` or `recv_budgeted`. An item queued
+    /// before that carries the time of that first observation.
     pub fn try_pop_budgeted(&self) -> Option<BudgetedItem<T>> {
-        self.pop_entry().map(|entry| self.budgeted(entry))
+        self.pop_entry(true).map(|entry| self.budgeted(entry))
     }
 
     /// Removes the oldest entry (after dropping stale ones under
-    /// `DropStale`); its reservation moves to the caller.
-    fn pop_entry(&self) -> Option<Entry<T>> {
+    /// `DropStale`); its reservation moves to the caller. `observe`: the
+    /// caller reads the entry's stamp (stamping starts).
+    fn pop_entry(&self, observe: bool) -> Option<Entry<T>> {
         // The user clock is read before the lock, as a push reads it.
-        let now = (self.policy() == FullPolicy::DropStale).then(|| self.now());
+        let drop_stale = self.policy() == FullPolicy::DropStale;
+        let now = (drop_stale || (observe && !self.stamping_hint())).then(|| self.now());
         // Declared before the guard: dropped after the lock is released.
         let mut discarded = Discarded::new(&self.inner.budget.node);
         let mut state = self.inner.state.lock();
         if let Some(now) = now {
-            self.drop_stale(&mut state, now, &mut discarded);
+            if observe {
+                // A no-op when stamping had started (the hint was stale).
+                self.start_stamping(&mut state, now);
+            }
+            if drop_stale {
+                self.drop_stale(&mut state, now, &mut discarded);
+            }
         }
         let entry = state.items.pop_front()?;
         state.retained_bytes -= entry.bytes;
@@ -377,32 +410,44 @@ impl<T> BudgetedQueue<T> {
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv(&self) -> Option<T> {
-        self.recv_entry().await.map(|entry| self.released(entry))
+        self.recv_entry(false)
+            .await
+            .map(|entry| self.released(entry))
     }
 
-    /// [`recv`](Self::recv) keeping the item's permit.
+    /// [`recv`](Self::recv) keeping the item's permit. Calling it starts
+    /// the queue's stamping, so items queued while it waits carry exact
+    /// [`enqueued_at`](BudgetedItem::enqueued_at) times (see
+    /// [`try_pop_budgeted`](Self::try_pop_budgeted)).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv_budgeted(&self) -> Option<BudgetedItem<T>> {
-        self.recv_entry().await.map(|entry| self.budgeted(entry))
+        // A consumer of stamps: items pushed while it waits are stamped.
+        self.observe_stamps();
+        self.recv_entry(true)
+            .await
+            .map(|entry| self.budgeted(entry))
     }
 
     /// Waits for the oldest entry; `None` once closed and drained. An entry
-    /// is removed only in the poll that returns it.
-    async fn recv_entry(&self) -> Option<Entry<T>> {
+    /// is removed only in the poll that returns it. `observe`: as for
+    /// [`pop_entry`](Self::pop_entry).
+    async fn recv_entry(&self, observe: bool) -> Option<Entry<T>> {
         // Fast path: no notification registration while items are queued.
-        if let Some(entry) = self.pop_entry() {
+        if let Some(entry) = self.pop_entry(observe) {
             return Some(entry);
         }
         let _watch = Watch::new(&self.inner.readers_waiting);
         // A dynamic key closing above the queue's budget closes the queue
         // without touching it: listen for that too.
         let key_closed = &self.inner.budget.node.tree.closed;
-        notified_by_either(&self.inner.readers, key_closed, || match self.pop_entry() {
-            Some(entry) => Some(Some(entry)),
-            None => self.is_closed().then_some(None),
+        notified_by_either(&self.inner.readers, key_closed, || {
+            match self.pop_entry(observe) {
+                Some(entry) => Some(Some(entry)),
+                None => self.is_closed().then_some(None),
+            }
         })
         .await
     }
@@ -484,10 +529,16 @@ impl<T> BudgetedQueue<T> {
     }
 
     /// Counters and contents.
+    ///
+    /// `oldest_age` is exact once the queue's ages are observed (see
+    /// [`try_pop_budgeted`](Self::try_pop_budgeted)); the first observation
+    /// counts the items already queued as queued at its own reading. Take a
+    /// snapshot when the queue is created for exact ages from its first item.
     pub fn snapshot(&self) -> QueueSnapshot {
         let now = self.now();
         let inner = &*self.inner;
-        let state = inner.state.lock();
+        let mut state = inner.state.lock();
+        self.start_stamping(&mut state, now);
         let budget = inner.budget.snapshot();
         QueueSnapshot {
             path: Arc::clone(&budget.path),

@@ -44,8 +44,8 @@ use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rocketmq_runtime::{RuntimeContext, TaskGroup, TaskKind};
 use serde_json::{json, Map};
 use support::{
-    interleaved_paired, mean_ns, on_worker, pair_in_order, paired_budget, run_criterion, runtime,
-    write_measurements, Comparison, PairedSummary,
+    interleaved_paired, mean_ns, on_worker, pair_in_order, paired_budget, publish, run_criterion,
+    runtime, Comparison, PairedSummary,
 };
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -489,7 +489,7 @@ fn write_summary(run_started: SystemTime, paired: &[PairedSummary]) {
         "paired_median_ratios": paired_ratios,
         "targets": targets,
     });
-    write_measurements("task_group_lifecycle.json", &summary);
+    publish("task_group_lifecycle.json", &summary);
 }
 
 fn main() {

@@ -80,9 +80,14 @@
 //!    settler once [`SETTLER_APPLY`] settlements or stamps wait, only if the
 //!    table lock is free (`try_lock`). A settler that finds the table locked
 //!    leaves its batch to the holder instead of queueing behind it
-//!    (loom-modelled). Settlers do not apply every batch themselves: a
-//!    completing worker would pull the records' cache lines over and the next
-//!    registration, reusing those slots first, would pull them back.
+//!    (loom-modelled), and so does a settler while an abort walk runs
+//!    (`walking`): the walk applies at every batch it walks, and two threads
+//!    applying at once drop the last references to task cells on both, so
+//!    both free into the allocator at once (glibc's arena lock then sends
+//!    them through futex waits). Settlers do not apply every batch
+//!    themselves: a completing worker would pull the records' cache lines
+//!    over and the next registration, reusing those slots first, would pull
+//!    them back.
 //! 10. A settlement published while a reader holds the table lock stays
 //!     pending, exactly like a task that is settling but not yet counted: no
 //!     reader sees a settled task as live or counts it twice (loom-modelled
@@ -131,9 +136,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
-#[cfg(loom)]
-use crate::loom::AtomicUsize;
-use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
+use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
 use crate::task_group::identity::{TaskEnd, TaskGroupId, TaskKind, TaskName};
 #[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
@@ -199,6 +202,9 @@ pub(crate) struct Gate<H, C> {
     next_home: AtomicUsize,
     phase: AtomicU8,
     poisoned: AtomicBool,
+    /// Abort walks in progress: while one runs, settlers leave full batches
+    /// to it (it applies them at every batch it walks).
+    walking: AtomicUsize,
     children: Mutex<Children<C>>,
 }
 
@@ -225,6 +231,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
     pub(crate) fn new(phase: u8) -> Self {
         Self {
             phase: AtomicU8::new(phase),
+            walking: AtomicUsize::new(0),
             poisoned: AtomicBool::new(false),
             shards: std::array::from_fn(|_| Shard {
                 reg: RegSide {
@@ -455,8 +462,9 @@ impl<H: AbortTarget, C> Gate<H, C> {
                 .all(|(index, other)| index == shard || other.live() == 0);
         if shard_idle {
             self.apply_pending(home);
-        } else if batch_full {
-            // A full batch does not wait for a busy table: it stays
+        } else if batch_full && self.walking.load(Ordering::Relaxed) == 0 {
+            // A full batch does not wait for a busy table (or one an abort
+            // walk is applying batch by batch, invariant 9): it stays
             // pending until a reader or walk applies it (they apply
             // first), the next 32nd registration, or the next settlement
             // that finds the lock free (bounded by the shard's live tasks).

@@ -3,6 +3,16 @@
 //! (invariant 14) for why aborts are requested under the table lock.
 
 use super::{pack, unpack, Gate, ListedTask, SettleCounters, SHARDS};
+use crate::loom::{AtomicUsize, Ordering};
+
+/// Ends an abort walk's count, also when the walk unwinds.
+struct WalkGuard<'a>(&'a AtomicUsize);
+
+impl Drop for WalkGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 use crate::task_group::registry::{AbortTarget, OperationTag, TaskRecord};
 
 /// The tasks a deadline abort walk newly aborted: the first `limit` listed
@@ -88,6 +98,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
         mut listing: Option<(usize, &mut Vec<ListedTask>)>,
     ) -> usize {
         let mut newly = 0;
+        self.walking.fetch_add(1, Ordering::Relaxed);
+        let _walk = WalkGuard(&self.walking);
         for (index, shard) in self.shards.iter().enumerate() {
             let mut next: u32 = 0;
             // Sequences grow within a shard: the tasks this shard numbered

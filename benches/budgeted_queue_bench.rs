@@ -4,6 +4,7 @@
 //! | --- | --- | --- |
 //! | `permit/{1,4,16}` | count+bytes `AtomicUsize` compare-exchange chain of the same depth; `Semaphore::try_acquire` + drop (depth 1) | `try_acquire_data(64)` + drop on a chain of that depth |
 //! | `queue_push_pop` | `Mutex<VecDeque>` with an atomic count budget | `try_push_data` + `try_pop` |
+//! | `queue_push_pop_observed` (no target) | the same | the same on a queue whose ages were observed (a snapshot), so every push reads the clock |
 //! | `wait_release` | `Semaphore(16)`-gated `Mutex<VecDeque>` + `Notify` | `push_until` (`WaitUntilDeadline`, 16 slots) + `recv`, producer spawn and join included |
 //! | `streaming` | `mpsc::channel(1024)` send + recv | `try_push_data` + `recv` |
 //! | `reject` | `mpsc` `try_send` fill, one refused, drain | `try_push_data` fill, one `Rejected`, drain (`Reject`, 16 slots) |
@@ -455,6 +456,22 @@ fn main() {
         3.0,
         ratio,
     ));
+    // No target: the same queue once its ages are observed, so every push
+    // reads the clock (the price of exact ages, with the machine's
+    // `clock_read_ns`).
+    let observed = queue_over(FullPolicy::Reject, SLOTS);
+    let _ = observed.snapshot();
+    let (ratio, tracked, base) = paired_median(
+        ROUNDS,
+        || queue_push_pop(&observed),
+        || floor_push_pop(&floor),
+    );
+    record(
+        "queue_push_pop_observed / mutex_vecdeque_floor",
+        ns(tracked),
+        ns(base),
+        ratio,
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -9,9 +9,9 @@
 //! ```text
 //! t:        0s        1s        2s        3s        4s        5s
 //! DropStale max_age 2 s:
-//!   push    a         b                   c (a dropped: 3s >= 2s; b kept: 2s)
-//! CloseSlowConsumer max_age 2 s:
-//!   push    a                   b (a is 2s old: closed, b refused)
+//!   push    a         b                   c (a is 3 s old, b 2 s: both dropped)
+//! CloseSlowConsumer max_age 2 s (b at 2 s - 1 ns):
+//!   push    a                   b c       (c: a is 2 s old, closed, c refused)
 //! Reject, observed at 0s:
 //!   push    a                   b         snapshot: oldest_age 3s
 //! ```

@@ -26,10 +26,13 @@
 //!    the displaced items' reservations back first, to admit the replacement
 //!    in their room under the same lock; the displaced items are dropped right
 //!    after, once the replacement is queued.
-//! 5. A push reads the clock before it takes the queue lock and reserves, so
-//!    nothing can fail between a reservation and its entry being queued: a
-//!    panicking user clock leaves nothing reserved and runs under no lock. A
-//!    stamp is raised to the newest queued item's if a push that read the
+//! 5. A push that stamps (invariant 10) reads the clock before it takes the
+//!    queue lock and reserves (or, finding stamping started under the lock,
+//!    releases it, reads, and locks again), so nothing can fail between a
+//!    reservation and its entry being queued: a panicking user clock leaves
+//!    nothing reserved and, for the stamp, runs under no lock (a rated
+//!    level's token refill reads the tree clock inside the reservation,
+//!    under the lock). A stamp is raised to the newest queued item's if a push that read the
 //!    clock earlier queues later, so stamps follow queue order (the age
 //!    checks look at the head only).
 //! 6. `retain` restores the unvisited entries (with their charges) if `keep`
@@ -415,7 +418,7 @@ impl<T> BudgetedQueue<T> {
             .map(|entry| self.released(entry))
     }
 
-    /// [`recv`](Self::recv) keeping the item's permit. Calling it starts
+    /// [`recv`](Self::recv) keeping the item's permit. Its first poll starts
     /// the queue's stamping, so items queued while it waits carry exact
     /// [`enqueued_at`](BudgetedItem::enqueued_at) times (see
     /// [`try_pop_budgeted`](Self::try_pop_budgeted)).
@@ -424,8 +427,8 @@ impl<T> BudgetedQueue<T> {
     ///
     /// Cancel safe: an item is removed only when it is returned.
     pub async fn recv_budgeted(&self) -> Option<BudgetedItem<T>> {
-        // A consumer of stamps: items pushed while it waits are stamped.
-        self.observe_stamps();
+        // Its first poll starts stamping (`pop_entry` observes even an empty
+        // queue), so items pushed while it waits are stamped.
         self.recv_entry(true)
             .await
             .map(|entry| self.budgeted(entry))
@@ -559,27 +562,6 @@ impl<T> BudgetedQueue<T> {
             deadline_exceeded_count: inner.deadline_exceeded.load(Ordering::Relaxed),
             closed: state.closed || inner.budget.is_closed(),
         }
-    }
-
-    /// Queues `item` with the reservation `charge` just took, stamped
-    /// `enqueued_at` (read before the lock and the reservation), or the
-    /// newest queued item's stamp if that is later.
-    fn enqueue(&self, state: &mut QueueState<T>, item: T, charge: Charge, enqueued_at: Duration) {
-        let (bytes, class) = charge.into_reserved();
-        // The clock was read before the lock: a push that read it earlier
-        // may get here later. Stamps stay ordered like the queue (the age
-        // checks look at the head only).
-        let enqueued_at = state
-            .items
-            .back()
-            .map_or(enqueued_at, |newest| enqueued_at.max(newest.enqueued_at));
-        state.items.push_back(Entry {
-            item,
-            bytes,
-            class,
-            enqueued_at,
-        });
-        state.retained_bytes += bytes;
     }
 
     fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {

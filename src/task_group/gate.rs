@@ -80,11 +80,13 @@
 //!    settler once [`SETTLER_APPLY`] settlements or stamps wait, only if the
 //!    table lock is free (`try_lock`). A settler that finds the table locked
 //!    leaves its batch to the holder instead of queueing behind it
-//!    (loom-modelled), and so does a settler while an abort walk runs
-//!    (`walking`): the walk applies at every batch it walks, and two threads
-//!    applying at once drop the last references to task cells on both, so
-//!    both free into the allocator at once (glibc's arena lock then sends
-//!    them through futex waits). Settlers do not apply every batch
+//!    (loom-modelled), and so does a settler (or stamper) while an abort walk
+//!    runs (`walking`): the walk applies the shard it is on at every batch,
+//!    and two threads applying at once drop the last references to task
+//!    cells on both, so both free into the allocator at once (glibc's arena
+//!    lock then sends them through futex waits). A batch left on a shard the
+//!    walk has passed waits for the walk's end, a reader, the shard going
+//!    idle or a registration, bounded by the shard's live tasks. Settlers do not apply every batch
 //!    themselves: a completing worker would pull the records' cache lines
 //!    over and the next registration, reusing those slots first, would pull
 //!    them back.
@@ -202,8 +204,8 @@ pub(crate) struct Gate<H, C> {
     next_home: AtomicUsize,
     phase: AtomicU8,
     poisoned: AtomicBool,
-    /// Abort walks in progress: while one runs, settlers leave full batches
-    /// to it (it applies them at every batch it walks).
+    /// Abort walks in progress: while one runs, settlers and stampers leave
+    /// full batches pending (invariant 9).
     walking: AtomicUsize,
     children: Mutex<Children<C>>,
 }
@@ -486,7 +488,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
         pending.stamps.push(PendingStamp { local, check, at });
         let full = pending.stamps.len() >= SETTLER_APPLY;
         drop(pending);
-        if full {
+        if full && self.walking.load(Ordering::Relaxed) == 0 {
             self.try_apply_pending(home);
         }
     }

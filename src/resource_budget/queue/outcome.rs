@@ -123,12 +123,15 @@ impl<T> BudgetedItem<T> {
     }
 
     /// The item, its permit (the charge moves to the caller) and when it
-    /// was queued (tree clock).
+    /// was queued (tree clock; see [`enqueued_at`](Self::enqueued_at)).
     pub fn into_parts(self) -> (T, ResourcePermit, Duration) {
         (self.item, self.permit, self.enqueued_at)
     }
 
-    /// When the item was queued (tree clock).
+    /// When the item was queued (tree clock). On a queue without `max_age`,
+    /// an item queued before the queue's ages were first observed carries
+    /// the time of that observation (see
+    /// [`BudgetedQueue::try_pop_budgeted`](crate::BudgetedQueue::try_pop_budgeted)).
     pub fn enqueued_at(&self) -> Duration {
         self.enqueued_at
     }
@@ -150,7 +153,8 @@ pub struct QueueSnapshot {
     pub reserved_count: usize,
     /// Bytes held by queued items.
     pub retained_bytes: usize,
-    /// Age of the oldest queued item.
+    /// Age of the oldest queued item (exact once the queue's ages are
+    /// observed: see [`BudgetedQueue::snapshot`](crate::BudgetedQueue::snapshot)).
     pub oldest_age: Option<Duration>,
     /// Pushes refused for a rate.
     pub throttled_count: u64,

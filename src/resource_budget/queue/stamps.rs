@@ -1,4 +1,5 @@
-//! When a queue stamps its entries with the tree clock.
+//! When a queue stamps its entries with the tree clock, and how stamps
+//! follow queue order.
 //!
 //! Invariants:
 //!
@@ -7,23 +8,25 @@
 //!    head's age at every push), otherwise from the queue's first age
 //!    observation: a `snapshot` (`oldest_age`), a `try_pop_budgeted` or a
 //!    `recv_budgeted` (`BudgetedItem::enqueued_at`). A queue whose ages
-//!    nobody reads never reads the clock. Where one clock read costs about
-//!    as much as the rest of a push and a pop together (a virtual machine's
-//!    `clock_gettime`), that read was the largest part of both.
+//!    nobody reads never reads the clock for its stamps. Where a clock read
+//!    costs 25–35 ns (a virtual machine's `clock_gettime`), it is about a
+//!    third of a push and pop.
 //! 2. `QueueInner::stamping` is written only under the queue's lock and
 //!    never goes back to false, so every queued entry is stamped exactly
 //!    while it is set: the observation that sets it gives the entries
-//!    already queued its own reading (they were queued no later), and a
-//!    push that read it as false before the lock and finds it true under
-//!    the lock releases the lock, reads the clock and takes the lock again.
-//!    The clock is never read under the lock (queue invariant 5).
+//!    already queued the reading it took just before the lock (an entry
+//!    queued between that reading and the lock counts as slightly older),
+//!    and a push that read it as false before the lock and finds it true
+//!    under the lock releases the lock, reads the clock and takes the lock
+//!    again. A stamp's clock read is never taken under the lock (queue
+//!    invariant 5).
 //! 3. Before stamping starts, entries carry a zero stamp that nothing reads:
 //!    no age check runs without a `max_age`, and every reader of a stamp
 //!    starts stamping first.
 
 use std::time::Duration;
 
-use super::{BudgetedQueue, QueueState};
+use super::{BudgetedQueue, Charge, Entry, QueueState};
 use crate::loom::Ordering;
 
 impl<T> BudgetedQueue<T> {
@@ -47,12 +50,31 @@ impl<T> BudgetedQueue<T> {
         self.inner.stamping.store(true, Ordering::Relaxed);
     }
 
-    /// Starts stamping if it has not started (the clock is read before the
-    /// lock is taken).
-    pub(super) fn observe_stamps(&self) {
-        if !self.stamping_hint() {
-            let now = self.now();
-            self.start_stamping(&mut self.inner.state.lock(), now);
-        }
+    /// Queues `item` with the reservation `charge` just took, stamped
+    /// `enqueued_at` (read before the lock and the reservation; zero while
+    /// stamping has not started), or the newest queued item's stamp if that
+    /// is later.
+    pub(super) fn enqueue(
+        &self,
+        state: &mut QueueState<T>,
+        item: T,
+        charge: Charge,
+        enqueued_at: Duration,
+    ) {
+        let (bytes, class) = charge.into_reserved();
+        // The clock was read before the lock: a push that read it earlier
+        // may get here later. Stamps stay ordered like the queue (the age
+        // checks look at the head only).
+        let enqueued_at = state
+            .items
+            .back()
+            .map_or(enqueued_at, |newest| enqueued_at.max(newest.enqueued_at));
+        state.items.push_back(Entry {
+            item,
+            bytes,
+            class,
+            enqueued_at,
+        });
+        state.retained_bytes += bytes;
     }
 }

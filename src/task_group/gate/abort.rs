@@ -4,6 +4,7 @@
 
 use super::{pack, unpack, Gate, ListedTask, SettleCounters, SHARDS};
 use crate::loom::{AtomicUsize, Ordering};
+use crate::task_group::registry::{AbortTarget, OperationTag, TaskRecord};
 
 /// Ends an abort walk's count, also when the walk unwinds.
 struct WalkGuard<'a>(&'a AtomicUsize);
@@ -13,7 +14,6 @@ impl Drop for WalkGuard<'_> {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
-use crate::task_group::registry::{AbortTarget, OperationTag, TaskRecord};
 
 /// The tasks a deadline abort walk newly aborted: the first `limit` listed
 /// (named), and how many in all.

@@ -32,9 +32,9 @@
 //!    reservation and its entry being queued: a panicking user clock leaves
 //!    nothing reserved and, for the stamp, runs under no lock (a rated
 //!    level's token refill reads the tree clock inside the reservation,
-//!    under the lock). A stamp is raised to the newest queued item's if a push that read the
-//!    clock earlier queues later, so stamps follow queue order (the age
-//!    checks look at the head only).
+//!    under the lock). A stamp is raised to the newest queued item's if a
+//!    push that read the clock earlier queues later, so stamps follow queue
+//!    order (the age checks look at the head only).
 //! 6. `retain` restores the unvisited entries (with their charges) if `keep`
 //!    panics, then resumes the panic. A panicking destructor or predicate
 //!    never leaves the accounting wrong.

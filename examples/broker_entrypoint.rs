@@ -611,13 +611,17 @@ fn start_broker(
     // Requests travel through a budgeted queue: the broker's budget is a
     // child of the owner's process budget, and every queued request holds
     // a permit (one count and its bytes) until the worker takes it.
+    // Both are sized within the process budget (64 MiB and 1 MiB at most),
+    // so every accepted memory limit starts.
+    let process_bytes = broker.process_budget().limit().capacity.bytes;
+    let broker_bytes = process_bytes.min(64 << 20);
     let broker_budget = broker.process_budget().child(
         "broker",
-        BudgetLimit::new(4_096, 64 << 20, FullPolicy::Reject),
+        BudgetLimit::new(4_096, broker_bytes, FullPolicy::Reject),
     )?;
     let requests = BudgetedQueue::new(broker_budget.child(
         "requests",
-        BudgetLimit::new(64, 1 << 20, FullPolicy::WaitUntilDeadline),
+        BudgetLimit::new(64, broker_bytes.min(1 << 20), FullPolicy::WaitUntilDeadline),
     )?);
     let inbox = requests.clone();
     let worker = broker.component("request-worker");

@@ -77,11 +77,19 @@ pub struct RuntimeConfig {
     pub enable_time: bool,
 }
 
+/// Smallest accepted [`RuntimeConfig::max_blocking_threads`]: one reserved
+/// slot per lane.
+pub const MIN_ENTRYPOINT_BLOCKING_THREADS: usize = 3;
+/// Largest accepted [`RuntimeConfig::max_blocking_threads`].
+pub const MAX_ENTRYPOINT_BLOCKING_THREADS: usize = 512;
+
 impl RuntimeConfig {
-    /// Smallest accepted `max_blocking_threads`: one reserved slot per lane.
-    pub const MIN_ENTRYPOINT_BLOCKING_THREADS: usize = 3;
-    /// Largest accepted `max_blocking_threads`.
-    pub const MAX_ENTRYPOINT_BLOCKING_THREADS: usize = 512;
+    /// Smallest accepted `max_blocking_threads`
+    /// ([`MIN_ENTRYPOINT_BLOCKING_THREADS`](crate::MIN_ENTRYPOINT_BLOCKING_THREADS)).
+    pub const MIN_ENTRYPOINT_BLOCKING_THREADS: usize = MIN_ENTRYPOINT_BLOCKING_THREADS;
+    /// Largest accepted `max_blocking_threads`
+    /// ([`MAX_ENTRYPOINT_BLOCKING_THREADS`](crate::MAX_ENTRYPOINT_BLOCKING_THREADS)).
+    pub const MAX_ENTRYPOINT_BLOCKING_THREADS: usize = MAX_ENTRYPOINT_BLOCKING_THREADS;
 
     /// A deterministic profile for `available_parallelism` CPUs (0 is treated
     /// as 1); see the table on [`RuntimeConfig`]. Never panics, even for

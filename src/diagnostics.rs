@@ -88,7 +88,9 @@ pub struct RuntimeDiagnostics {
 pub struct RuntimeDiagnosticsSnapshot {
     /// `rocketmq-runtime-<n>`, unique in the process.
     pub runtime_id: String,
-    /// The name of the group's tree root.
+    /// The name of the snapshot's root: the group it was taken of (a
+    /// child context's snapshot covers its own subtree, so its root is the
+    /// component, not the owner's root).
     pub root_name: String,
     /// The group's id.
     pub group_id: TaskGroupId,
@@ -136,7 +138,7 @@ impl RuntimeDiagnostics {
         let tally = group.tally(Duration::MAX);
         RuntimeDiagnosticsSnapshot {
             runtime_id: self.runtime_id.to_string(),
-            root_name: group.tree_root_name().to_string(),
+            root_name: group.name().to_string(),
             group_id: group.id(),
             parent_group_id: group.parent_id(),
             lifecycle_state: group.lifecycle_state(),

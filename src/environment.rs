@@ -34,8 +34,7 @@ pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// see [`ServiceLifecycle::with_metrics`](crate::ServiceLifecycle::with_metrics).
 pub const HEALTH_METRICS_ENV: &str = "ROCKETMQ_HEALTH_METRICS";
 /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
-/// (a whole number of bytes, at least
-/// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES)).
+/// (a positive whole number of bytes).
 pub const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
 
 /// One environment variable the crate reads.
@@ -94,7 +93,7 @@ pub const ENVIRONMENT_VARIABLES: &[EnvironmentVariable] = &[
     EnvironmentVariable {
         name: PROCESS_MEMORY_LIMIT_ENV,
         default: "unset: the cgroup limit, else the host's memory",
-        accepted: RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum.requirement(),
+        accepted: RuntimeContractPolicy::ProcessMemoryLimitPositive.requirement(),
         purpose: "the process memory limit the owner's process budget is derived from (RuntimeOwnerPlan::build)",
     },
 ];

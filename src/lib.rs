@@ -59,6 +59,25 @@ mod shutdown_report;
 pub mod signal;
 pub mod task;
 mod task_group;
+
+/// The loom models of the task-group gate and the budget tree, run against
+/// the real code: only in `--cfg loom` builds, for the
+/// `task_group_shutdown_loom` and `resource_budget_loom` test targets (the
+/// library's own unit tests run the same models with `--lib loom`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_models {
+    /// The spawn gate: registration, seal, settlement, aborts.
+    pub mod task_group {
+        pub use crate::task_group::tests::loom_admission::*;
+    }
+    /// Budget levels, reserve-and-rollback, queues.
+    pub mod resource_budget {
+        pub use crate::resource_budget::tests::loom_budget::*;
+        pub use crate::resource_budget::tests::loom_queue::*;
+        pub use crate::resource_budget::tests::loom_usage::*;
+    }
+}
 mod task_spawner;
 mod wait;
 
@@ -77,14 +96,14 @@ pub use environment::{
 pub use error::*;
 pub use metadata_io::fs::*;
 pub use metadata_io::{
-    MetadataDeadline, MetadataGeneration, MetadataIoActor, MetadataIoActorLimitsProfile,
-    MetadataIoAdmissionOutcome, MetadataIoBlockingLaneProfile, MetadataIoCommitAdmissionOutcome,
-    MetadataIoCommitObservation, MetadataIoCommitOutcome, MetadataIoConfig,
-    MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile, MetadataIoLegacyBlockingField,
-    MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt, MetadataIoResourceSnapshot,
-    MetadataIoShutdownReport, MetadataIoSnapshot, MetadataLimitSource, MetadataStorageFailure,
-    MetadataTargetIdentity, MetadataTargetRegistryStats, MetadataTargetRetirementOutcome,
-    MetadataWriteRequest,
+    MetadataDeadline, MetadataDurability, MetadataGeneration, MetadataIoActor,
+    MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome, MetadataIoBlockingLaneProfile,
+    MetadataIoCommitAdmissionOutcome, MetadataIoCommitObservation, MetadataIoCommitOutcome,
+    MetadataIoConfig, MetadataIoDurabilityOutcome, MetadataIoEffectiveProfile,
+    MetadataIoLegacyBlockingField, MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt,
+    MetadataIoResourceSnapshot, MetadataIoShutdownReport, MetadataIoSnapshot, MetadataLimitSource,
+    MetadataStorageFailure, MetadataTargetIdentity, MetadataTargetRegistryStats,
+    MetadataTargetRetirementOutcome, MetadataWriteRequest,
 };
 pub use operation::{
     OperationContext, OperationOutcome, OperationOutcomeObserver, OperationWaitOutcome,

@@ -6,8 +6,8 @@ mod budget;
 mod dynamic;
 pub mod memory;
 mod queue;
-#[cfg(all(test, loom))]
-mod tests;
+#[cfg(loom)]
+pub(crate) mod tests;
 mod tree;
 mod types;
 mod usage;

@@ -8,11 +8,12 @@
 //!
 //! 1. Health is the whole-tree AND of zero `leaked`, `failed`, `panicked`,
 //!    `timed_out` and `blocking_still_running`.
-//! 2. Clone and the health check walk the tree iteratively, so deep trees are
-//!    safe on small stacks. Known limit: `Debug`, `Serialize` (and so
-//!    `to_json`) and the implicit drop glue stay recursive in the depth of
-//!    the tree; reports of deep trees should be serialized on a normal stack
-//!    (the crate's own cached reports are taken apart iteratively).
+//! 2. Clone, drop, the health check, `summary` and `to_json` walk the tree
+//!    iteratively, so deep trees are safe on small stacks; `to_json` writes
+//!    the whole tree at any depth (`json.rs`). The `Serialize` impl recurses
+//!    like every derived serializer and so writes at most
+//!    `SERIALIZED_DEPTH_LIMIT` levels (`depth.rs`). Known limit: the derived
+//!    `Debug` stays recursive in the depth of the tree.
 //! 3. At most `REMAINING_TASKS_LIMIT` (64) remaining tasks are listed per
 //!    group; the rest are only counted.
 
@@ -24,15 +25,11 @@ use serde::Serialize;
 use crate::shutdown_deadline::serialize_duration_ms;
 
 mod depth;
+mod json;
 mod summary;
 
 pub use summary::ShutdownReportDisplay;
 
-/// `serde` skip test for counters omitted when zero.
-#[allow(clippy::trivially_copy_pass_by_ref)]
-fn is_zero(value: &usize) -> bool {
-    *value == 0
-}
 use crate::{
     BlockingExecutorSnapshot, BlockingTaskSnapshot, TaskGroupId, TaskId, TaskKind, TaskName,
     TaskState,
@@ -131,19 +128,21 @@ impl ShutdownAnnotation {
 /// # Serialization and depth
 ///
 /// `elapsed` is serialized as the integer field `elapsed_ms`. [`Clone`],
-/// [`is_healthy`](Self::is_healthy), [`summary`](Self::summary) and drop walk
-/// the tree iteratively, so very deep trees are safe on small stacks.
-/// [`Serialize`] (and [`to_json`](Self::to_json)) writes at most
-/// [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels of
+/// [`is_healthy`](Self::is_healthy), [`summary`](Self::summary),
+/// [`to_json`](Self::to_json) and drop walk the tree iteratively, so very
+/// deep trees are safe on small stacks, and `to_json` writes the whole tree
+/// at any depth. The [`Serialize`] impl (for other formats, or a report
+/// embedded in another document) recurses once per level, so it writes at
+/// most [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels of
 /// `children`; a deeper subtree becomes one element
-/// `{"truncated": true, "omitted_groups": n}`. Known limit: the derived
-/// [`Debug`] remains recursive in the depth of the tree.
-#[derive(Debug, Serialize)]
+/// `{"truncated": true, "omitted_groups": n}`. Within that depth both give
+/// the same JSON. Known limit: the derived [`Debug`] remains recursive in
+/// the depth of the tree.
+#[derive(Debug)]
 pub struct ShutdownReport {
     /// The group's name.
     pub name: String,
-    /// How long the shutdown took.
-    #[serde(rename = "elapsed_ms", serialize_with = "serialize_duration_ms")]
+    /// How long the shutdown took (JSON: `elapsed_ms`).
     pub elapsed: Duration,
     /// Tasks whose future returned before their group was cancelled.
     pub completed: usize,
@@ -162,9 +161,9 @@ pub struct ShutdownReport {
     pub leaked: usize,
     /// Blocking closures that may still execute.
     pub blocking_still_running: usize,
-    /// One report per child group. Serialized down to
-    /// [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels.
-    #[serde(serialize_with = "depth::serialize_children")]
+    /// One report per child group (the `Serialize` impl writes
+    /// [`SERIALIZED_DEPTH_LIMIT`](Self::SERIALIZED_DEPTH_LIMIT) levels,
+    /// [`to_json`](Self::to_json) all of them).
     pub children: Vec<ShutdownReport>,
     /// Up to [`REMAINING_TASKS_LIMIT`](Self::REMAINING_TASKS_LIMIT) snapshots
     /// of tasks still registered.
@@ -176,11 +175,9 @@ pub struct ShutdownReport {
     /// this group's shutdown deadline aborted (state `Aborted`, with their
     /// age at the report), so an operator sees which tasks ignored
     /// cancellation. Omitted from JSON when empty.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timed_out_tasks: Vec<TaskSnapshot>,
     /// Tasks the deadline aborted beyond those listed in
     /// `timed_out_tasks`. Omitted from JSON when zero.
-    #[serde(skip_serializing_if = "is_zero")]
     pub timed_out_tasks_omitted: usize,
     /// Blocking submissions that were running or timed out but still running.
     pub blocking_tasks: Vec<BlockingTaskSnapshot>,
@@ -192,7 +189,6 @@ pub struct ShutdownReport {
     /// [`ServiceLifecycle`](crate::ServiceLifecycle), or with
     /// [`with_reason`](Self::with_reason). Omitted from JSON when unset;
     /// never affects health.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
@@ -207,9 +203,10 @@ impl ShutdownReport {
     /// Most task snapshots kept in `remaining_tasks`.
     pub const REMAINING_TASKS_LIMIT: usize = 64;
 
-    /// Levels of `children` a serialization writes (see the type's docs):
-    /// bounded so that serializing a 100,000-deep report fits a 1 MiB
-    /// thread stack.
+    /// Levels of `children` the [`Serialize`] impl writes (see the type's
+    /// docs): bounded so that a derived serializer's recursion over a
+    /// 100,000-deep report fits a 1 MiB thread stack.
+    /// [`to_json`](Self::to_json) has no such bound.
     pub const SERIALIZED_DEPTH_LIMIT: usize = 32;
 
     /// An empty report: every counter zero, no children, no snapshots.
@@ -268,21 +265,26 @@ impl ShutdownReport {
         }
     }
 
-    /// The report as pretty-printed JSON.
+    /// The report as pretty-printed JSON: the whole tree, at any depth
+    /// (written iteratively, so a deep tree is safe on a small stack).
     ///
     /// Never fails: if serialization fails, the result is a JSON object
     /// `{"serialization_error": "<reason>"}`.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|error| {
-            serde_json::json!({ "serialization_error": error.to_string() }).to_string()
-        })
+        match json::compact(self) {
+            Ok(compact) => json::pretty(&compact),
+            Err(error) => {
+                serde_json::json!({ "serialization_error": error.to_string() }).to_string()
+            }
+        }
     }
 
     /// Merges a blocking executor's snapshot into this report.
     ///
     /// Adds the snapshot's `blocking_still_running` to this report's count,
-    /// appends the task snapshots that are `Running` or
-    /// `TimedOutStillRunning`, and, when the merged count is non-zero, adds
+    /// appends every task snapshot it lists (the submissions its executor
+    /// still owned: queued, running, or timed out but still running), and,
+    /// when the merged count is non-zero, adds
     /// (once per report) the annotation
     /// `"spawn_blocking tasks may continue after timeout; see blocking_still_running"`.
     /// A non-zero merge therefore makes the report unhealthy.
@@ -290,12 +292,7 @@ impl ShutdownReport {
         self.blocking_still_running = self
             .blocking_still_running
             .saturating_add(snapshot.blocking_still_running);
-        self.blocking_tasks.extend(
-            snapshot
-                .tasks
-                .into_iter()
-                .filter(|task| task.state.is_still_running()),
-        );
+        self.blocking_tasks.extend(snapshot.tasks);
         if self.blocking_still_running > 0
             && !self
                 .annotations
@@ -458,7 +455,7 @@ mod tests {
     }
 
     #[test]
-    fn merge_blocking_keeps_only_still_running_tasks() {
+    fn merge_blocking_appends_every_task_snapshot() {
         let blocking = |id, state| BlockingTaskSnapshot {
             id: BlockingTaskId::new(id),
             name: "fsync".to_owned(),
@@ -499,7 +496,7 @@ mod tests {
             .iter()
             .map(|t| t.id.as_u64())
             .collect();
-        assert_eq!(ids, [2, 5, 2, 5]);
+        assert_eq!(ids, [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]);
         assert_eq!(report.blocking_still_running, 4);
         assert_eq!(report.annotations.len(), 1);
         assert!(!report.is_healthy());

@@ -57,8 +57,8 @@ mod registry;
 mod shutdown;
 mod submission;
 
-#[cfg(all(test, loom))]
-mod tests;
+#[cfg(loom)]
+pub(crate) mod tests;
 
 use std::cell::{Cell, RefCell};
 use std::fmt;

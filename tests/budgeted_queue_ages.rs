@@ -213,3 +213,49 @@ fn an_unobserved_queue_never_reads_the_clock() {
     }
     assert_eq!(reads(), 11, "one read per push once observed");
 }
+
+/// Invariant 82 at capacity: a push that drops the stale head is admitted
+/// in its room (the stale items' reservations go back before the push
+/// reserves), so the fresh item is never refused for the room the stale
+/// ones held.
+#[tokio::test(start_paused = true)]
+async fn drop_stale_at_capacity_admits_the_fresh_item() {
+    let (tree, queue) =
+        queue(BudgetLimit::new(2, 400, FullPolicy::DropStale).with_max_age(MAX_AGE));
+    assert!(queue.try_push_data("a", 10).is_accepted());
+    assert!(queue.try_push_data("b", 10).is_accepted());
+    advance(MAX_AGE).await;
+    let outcome = queue.try_push_data("c", 10);
+    assert!(
+        matches!(outcome, QueuePushOutcome::DroppedStale { dropped: 2 }),
+        "{outcome:?}"
+    );
+    assert_eq!(queue.try_pop(), Some("c"));
+    assert_eq!(
+        tree.root().snapshot().current_count,
+        0,
+        "every reservation back"
+    );
+}
+
+/// Invariant 83 on a pop: a consumer that finds the head at `max_age`
+/// closes the queue (its items dropped, waiters woken) and gets nothing.
+#[tokio::test(start_paused = true)]
+async fn close_slow_consumer_closes_when_a_pop_finds_a_stale_head() {
+    let (tree, queue) = queue(aged(FullPolicy::CloseSlowConsumer));
+    assert!(queue.try_push_data("a", 10).is_accepted());
+    assert!(queue.try_push_data("b", 10).is_accepted());
+    advance(MAX_AGE).await;
+    assert_eq!(queue.try_pop(), None, "the stale head is not handed out");
+    assert!(queue.is_closed());
+    assert_eq!(queue.len(), 0, "the slow consumer's items are dropped");
+    let snapshot = queue.snapshot();
+    assert_eq!(snapshot.closed_slow_consumer_count, 1);
+    assert_eq!(snapshot.dropped_count, 2);
+    assert_eq!(tree.root().snapshot().current_count, 0);
+    assert_eq!(
+        queue.recv().await,
+        None,
+        "a closed, drained queue ends recv"
+    );
+}

@@ -506,3 +506,120 @@ async fn a_coordinator_aborted_before_its_first_poll_still_releases_its_targets(
         "{outcome:?}"
     );
 }
+
+/// Invariant 6 (README: "the actual blocking closure owns its snapshot and
+/// permit together, including after cancellation destroys the actor or
+/// coordinator"): with every handle dropped and the coordinator aborted at
+/// its group's deadline, the actor is gone while its write still runs; the
+/// closure keeps its charge and its target until it exits, then records the
+/// durable generation in the owner's registry.
+#[test]
+fn a_running_write_does_not_keep_the_actor_alive() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let first = actor(&broker, &fs, 1);
+    let observer = first.observer();
+    let process = owner.root_context().process_budget();
+    let (release, receipt) = hold_first_write(&owner, &fs, &first, request("offsets", 1, 4096));
+    drop(first);
+    let report = owner.block_on(broker.task_group().shutdown(Duration::from_millis(20)));
+    assert_eq!(
+        report.timed_out,
+        1,
+        "the coordinator waited for its write: {}",
+        report.to_json()
+    );
+    assert!(
+        observer.snapshot().is_none(),
+        "the actor and its coordinator are destroyed while the write runs"
+    );
+    assert_eq!(
+        process.snapshot().current_bytes,
+        4096,
+        "the closure owns its charge"
+    );
+    let other = owner.root_context().component("broker-2");
+    let second = actor(&other, &fs, 1);
+    assert!(
+        matches!(
+            second
+                .submit(request("offsets", 2, 64), soon())
+                .expect("answered"),
+            MetadataIoAdmissionOutcome::TargetConflict(_)
+        ),
+        "the running closure still holds the target"
+    );
+    let closed = owner
+        .block_on(receipt.wait_until_outcome(soon()))
+        .expect_err("nobody is left to tell");
+    assert_eq!(closed.operation(), RuntimeOperation::MetadataWorkerStopped);
+    release.send(()).expect("the held write waits");
+    let probe = process.clone();
+    owner.block_on(support::guard("the closure ends", async move {
+        while probe.snapshot().current_bytes != 0 {
+            tokio::task::yield_now().await;
+        }
+    }));
+    assert_eq!(
+        second.confirmed_durable_generation("offsets"),
+        Some(MetadataGeneration::new(1)),
+        "the write recorded its generation without the actor"
+    );
+    let receipt = owner.block_on(support::guard("the target is released", async {
+        loop {
+            match second
+                .submit(request("offsets", 2, 64), soon())
+                .expect("answered")
+            {
+                MetadataIoAdmissionOutcome::Accepted(receipt) => break receipt,
+                MetadataIoAdmissionOutcome::TargetConflict(_) => tokio::task::yield_now().await,
+            }
+        }
+    }));
+    assert_eq!(
+        owner
+            .block_on(receipt.wait_until(soon()))
+            .expect("durable")
+            .get(),
+        2
+    );
+}
+
+/// Invariant 5: after an unknown commit outcome fences the target, a
+/// generation queued before the fence still runs (as in the original
+/// design) and its waiter gets its outcome; every new submission is
+/// refused, even one the durable generation covers.
+#[test]
+fn a_generation_queued_before_a_fence_still_runs() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    *fs.fail_generation.lock().expect("unpoisoned") =
+        Some((1, RuntimeOperation::MetadataSyncParent));
+    let (release, unknown) = hold_first_write(&owner, &fs, &actor, request("state", 1, 16));
+    let queued = accepted(actor.submit(request("state", 2, 16), soon()));
+    release.send(()).expect("held write");
+    let outcome = owner
+        .block_on(unknown.wait_until_outcome(soon()))
+        .expect("settled");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::CommitOutcomeUnknown(_)),
+        "{outcome:?}"
+    );
+    let outcome = owner
+        .block_on(queued.wait_until_outcome(soon()))
+        .expect("settled");
+    assert!(
+        matches!(outcome, MetadataIoCommitOutcome::Durable(generation) if generation.get() == 2),
+        "the queued generation ran: {outcome:?}"
+    );
+    for generation in [3, 2] {
+        let error = actor
+            .submit(request("state", generation, 16), soon())
+            .expect_err("fenced");
+        assert_eq!(error.kind(), RuntimeErrorKind::ContextUnavailable);
+        assert_eq!(error.operation(), RuntimeOperation::MetadataResourceTarget);
+    }
+    let generations: Vec<u64> = fs.writes().into_iter().map(|(_, g)| g).collect();
+    assert_eq!(generations, [2]);
+}

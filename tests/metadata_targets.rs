@@ -94,9 +94,17 @@ fn retirement_answers_each_outcome() {
     // Another actor of the owner takes the history over and writes on.
     let other = owner.root_context().component("broker-2");
     let second = actor(&other, &fs, 1);
-    let receipt = accepted(second.submit(at("offsets", path, 2), soon()));
+    let (release, receipt) = hold_first_write(&owner, &fs, &second, at("offsets", path, 2));
     let old_identity = receipt.target_identity();
     assert_eq!(first.target_identity("offsets"), Some(old_identity.clone()));
+    assert_eq!(
+        first
+            .retire_target_for_new_identity("offsets")
+            .expect("outcome"),
+        MetadataTargetRetirementOutcome::WorkInProgress,
+        "the second actor's running write is the live writer"
+    );
+    release.send(()).expect("held write");
     let first_receipt_outcome = owner.block_on(receipt.observe_until(soon()));
     assert!(matches!(
         first_receipt_outcome.settled(),
@@ -106,8 +114,8 @@ fn retirement_answers_each_outcome() {
         first
             .retire_target_for_new_identity("offsets")
             .expect("outcome"),
-        MetadataTargetRetirementOutcome::WorkInProgress,
-        "the second actor is the live writer"
+        MetadataTargetRetirementOutcome::HistoryChanged,
+        "the second actor wrote after the first"
     );
     let late = accepted(second.submit(at("offsets", path, 2), soon()));
     assert_eq!(
@@ -230,7 +238,8 @@ fn rotating_paths_with_retirement_never_fills_the_registry() {
             stats.live_owners,
             stats.remaining_capacity
         ),
-        (16, 16, 0)
+        (16, 0, 0),
+        "an idle actor holds no live writer: every history is kept for its durable generation"
     );
 }
 
@@ -539,15 +548,18 @@ fn coalescing_charges_only_growth() {
     assert_eq!(written, [1, 5]);
 }
 
-/// Invariant 100: a shutdown that times out lists every resource with a
-/// generation in flight *or queued* as unfinished.
+/// Invariants 88, 93 and 100: a shutdown that times out only ends its wait.
+/// It lists every resource with a generation in flight *or queued* as
+/// unfinished and counts both in its pending figures; the queued generation
+/// stays charged and is written afterwards.
 #[test]
-fn a_timed_out_shutdown_lists_queued_resources() {
+fn a_timed_out_shutdown_keeps_queued_generations_charged_and_writes_them() {
     let (owner, broker) = owner(None);
     let fs = Arc::new(RecordingFs::default());
     let actor = actor(&broker, &fs, 1);
+    let process = owner.root_context().process_budget();
     let (release, held) = hold_first_write(&owner, &fs, &actor, request("in-flight", 1, 8));
-    let queued = accepted(actor.submit(request("queued-only", 1, 8), soon()));
+    let queued = accepted(actor.submit(request("queued-only", 1, 24), soon()));
     let report = owner.block_on(actor.shutdown_until(MetadataDeadline::after(Duration::ZERO)));
     assert!(report.timed_out);
     let unfinished: Vec<&str> = report
@@ -556,14 +568,27 @@ fn a_timed_out_shutdown_lists_queued_resources() {
         .map(|resource| &*resource.resource)
         .collect();
     assert_eq!(unfinished, ["in-flight", "queued-only"]);
-    let dropped = owner
-        .block_on(queued.wait_until_outcome(soon()))
-        .expect_err("dropped at the deadline");
-    assert_eq!(dropped.operation(), RuntimeOperation::MetadataWorkerStopped);
+    assert_eq!(
+        (report.pending_operations, report.pending_bytes),
+        (2, 32),
+        "in flight plus queued"
+    );
+    assert_eq!(process.snapshot().current_bytes, 32, "both still charged");
     release.send(()).expect("held write");
     owner
         .block_on(held.wait_until(soon()))
         .expect("the write in flight finished");
+    let written = owner
+        .block_on(queued.wait_until(soon()))
+        .expect("the queued generation is written after the deadline");
+    assert_eq!(written.get(), 1);
+    let finished = owner.block_on(actor.shutdown_until(soon()));
+    assert!(!finished.timed_out && finished.unfinished.is_empty());
+    assert_eq!(
+        (finished.pending_operations, finished.pending_bytes),
+        (0, 0)
+    );
+    assert_eq!(process.snapshot().current_bytes, 0);
 }
 
 /// A replacement actor reads the durable generation from the registry
@@ -648,4 +673,44 @@ fn the_effective_profile_names_where_each_limit_comes_from() {
     assert_eq!(fields[2].2, lane.warn_after);
     assert_eq!(profile.actor_limits.max_pending_operations, 1_024);
     let _ = MetadataIoAdmissionOutcome::TargetConflict(request("unused", 1, 8));
+}
+
+/// Invariant 98: the live writer of a target is its running write, not an
+/// open actor. Once the first actor's write is durable, a second actor of
+/// the owner writes the same target while the first is still open; while
+/// the second one's write runs, the first is refused, and afterwards it
+/// writes on from the second one's durable generation.
+#[test]
+fn an_idle_open_actor_leaves_its_target_to_another_actor() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let path = "/tmp/rocketmq-test/shared-target.json";
+    let first = actor(&broker, &fs, 1);
+    assert_eq!(durable(&owner, &first, at("offsets", path, 1)), 1);
+    let other = owner.root_context().component("broker-2");
+    let second = actor(&other, &fs, 1);
+    let (release, held) = hold_first_write(&owner, &fs, &second, at("offsets", path, 2));
+    assert!(
+        matches!(
+            first
+                .submit(at("offsets", path, 3), soon())
+                .expect("answered"),
+            MetadataIoAdmissionOutcome::TargetConflict(_)
+        ),
+        "the second actor's write is running"
+    );
+    release.send(()).expect("held write");
+    assert_eq!(
+        owner
+            .block_on(held.wait_until(soon()))
+            .expect("durable")
+            .get(),
+        2
+    );
+    assert_eq!(durable(&owner, &first, at("offsets", path, 3)), 3);
+    assert_eq!(
+        first.confirmed_durable_generation("offsets"),
+        Some(MetadataGeneration::new(3))
+    );
+    assert_eq!(owner.resources().metadata_target_stats().live_owners, 0);
 }

@@ -207,9 +207,9 @@ fn views_carry_no_names_ids_arguments_or_configuration() {
         &serde_json::to_string(&v2).expect("serializes"),
         &runtime_id,
     );
-    // The raw snapshot, by contrast, names the runtime and the lanes.
+    // The raw snapshot, by contrast, names the runtime, the group and the lanes.
     let raw = serde_json::to_string(&context.diagnostics_snapshot()).expect("serializes");
-    assert!(raw.contains(&runtime_id) && raw.contains(LANE_NAME) && raw.contains(RUNTIME_NAME));
+    assert!(raw.contains(&runtime_id) && raw.contains(LANE_NAME) && raw.contains(GROUP_NAME));
 
     release.cancel();
     owner.shutdown_runtime_blocking().expect("shuts down");
@@ -677,4 +677,39 @@ async fn v2_sections_carry_their_scope_and_are_absent_without_input() {
     }
     release.cancel();
     harness.shutdown_tasks(Duration::from_secs(5)).await;
+}
+
+/// A child context's raw snapshot covers its own subtree: its root is the
+/// component (not the owner's root), and its counts are the subtree's.
+#[test]
+fn a_child_snapshot_is_rooted_at_its_component() {
+    let owner = owner();
+    let broker = owner.root_context().component("broker");
+    let store = broker.component("store");
+    let _elsewhere = owner.root_context().component("namesrv");
+    let release = CancellationToken::new();
+    owner.block_on(async {
+        store
+            .spawn_service("flush", holding(String::new(), release.clone()))
+            .expect("spawned");
+    });
+    let snapshot = broker.diagnostics_snapshot();
+    assert_eq!(snapshot.root_name, "broker");
+    assert_eq!(snapshot.group_id, broker.task_group().id());
+    assert_eq!(
+        (
+            snapshot.task_count,
+            snapshot.child_count,
+            snapshot.active_tasks
+        ),
+        (0, 1, 1)
+    );
+    assert_eq!(store.diagnostics_snapshot().root_name, "store");
+    assert_eq!(
+        owner.root_context().diagnostics_snapshot().root_name,
+        RUNTIME_NAME
+    );
+    release.cancel();
+    let report = owner.shutdown_runtime_blocking().expect("shuts down");
+    assert!(report.is_healthy(), "{}", report.to_json());
 }

@@ -2,6 +2,13 @@
 //! capacity 1 (the recording, in-memory file system: the metadata actor
 //! suite and bench hold the real-persistence evidence), and 5,000
 //! generations of a nested scope with a dynamic budget key under churn.
+//!
+//! Also the ignored platform check the README names,
+//! `detects_actual_cgroup_limit_and_uses_it_in_owner_planning`: run its
+//! executable inside a real memory-limited cgroup with
+//! `ROCKETMQ_TEST_CGROUP_BYTES` set to the limit (the command is in
+//! CONTRIBUTING.md). Without that variable it fails, so a run outside a
+//! limited cgroup is never mistaken for a pass.
 
 mod support;
 
@@ -189,4 +196,51 @@ fn nested_scopes_and_dynamic_keys_churn_without_growth() {
         .shutdown_runtime_blocking()
         .expect("outside Tokio")
         .is_healthy());
+}
+
+/// The README's platform check (Linux, ignored): inside a cgroup whose hard
+/// memory limit is `ROCKETMQ_TEST_CGROUP_BYTES`, detection names that limit
+/// and a cgroup source, and an owner built with the default plan charges
+/// exactly that budget: the managed memory and the process budget's bytes.
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "needs a memory-limited cgroup; see CONTRIBUTING.md for the command"]
+fn detects_actual_cgroup_limit_and_uses_it_in_owner_planning() {
+    use rocketmq_runtime::{MemoryLimitSource, ProcessMemoryLimit};
+
+    let expected: u64 = std::env::var("ROCKETMQ_TEST_CGROUP_BYTES")
+        .expect("run inside a limited cgroup with ROCKETMQ_TEST_CGROUP_BYTES set to its limit")
+        .trim()
+        .parse()
+        .expect("ROCKETMQ_TEST_CGROUP_BYTES is a byte count");
+    assert!(
+        std::env::var_os("ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES").is_none(),
+        "unset ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES: it overrides cgroup discovery"
+    );
+    let detected = ProcessMemoryLimit::detect().expect("a cgroup limit is detected");
+    assert_eq!(detected.bytes(), expected, "detected {detected:?}");
+    assert!(
+        matches!(
+            detected.source(),
+            MemoryLimitSource::CgroupV2 | MemoryLimitSource::CgroupV1
+        ),
+        "the limit comes from a cgroup, not {}",
+        detected.source()
+    );
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("cgroup", 2))
+        .expect("valid")
+        .build()
+        .expect("builds under the limit");
+    let resources = owner.resources();
+    assert_eq!(resources.memory_limit(), detected);
+    let budget = resources.memory_budget();
+    assert_eq!(budget.effective_limit_bytes(), expected);
+    assert_eq!(budget.managed_bytes(), expected, "the whole limit by default");
+    assert_eq!(
+        resources.process_budget().limit().capacity.bytes as u64,
+        expected,
+        "the process budget charges the detected limit"
+    );
+    println!("detected {} bytes from {}", detected.bytes(), detected.source());
+    owner.shutdown_runtime_blocking().expect("shuts down");
 }

@@ -268,8 +268,9 @@ fn deep_chain_clones_and_checks_health_on_a_small_stack() {
 }
 
 /// A 100,000-deep report a user holds: cloned, checked, serialized and
-/// dropped on a 1 MiB thread stack. Serialization writes the first
-/// `SERIALIZED_DEPTH_LIMIT` levels and one marker counting the rest.
+/// dropped on a 1 MiB thread stack. `to_json` writes the whole tree (the
+/// spec's rule: every level, no marker); the `Serialize` impl writes the
+/// first `SERIALIZED_DEPTH_LIMIT` levels and one marker counting the rest.
 #[test]
 fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
     const DEPTH: usize = 100_000;
@@ -285,9 +286,15 @@ fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
             }
             let copy = report.clone();
             assert!(!copy.is_healthy(), "the leaf's leak is seen");
-            let json: serde_json::Value =
-                serde_json::from_str(&report.to_json()).expect("valid JSON");
-            let mut node = &json;
+            let json = report.to_json();
+            assert!(!json.contains("truncated"), "the full tree");
+            assert_eq!(json.matches("\"children\": [").count(), DEPTH + 1, "every node, the leaf too");
+            assert_eq!(json.matches("\"name\": \"level-").count(), DEPTH);
+            assert!(json.contains("\"name\": \"leaf\""));
+            assert!(json.contains("\"leaked\": 1"));
+            let serialized: serde_json::Value =
+                serde_json::to_value(&report).expect("depth-limited");
+            let mut node = &serialized;
             for _ in 0..ShutdownReport::SERIALIZED_DEPTH_LIMIT {
                 node = &node["children"][0];
             }
@@ -302,4 +309,37 @@ fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
         .expect("thread")
         .join()
         .expect("no stack overflow");
+}
+
+/// Within the depth limit, `to_json` and the `Serialize` impl give the
+/// same JSON (one definition of the fields, two writers), and `to_json`
+/// of a tree deeper than the limit parses back to every level.
+#[test]
+fn to_json_matches_the_serialize_impl_and_writes_every_level() {
+    let mut leaf = ShutdownReport::new("leaf \"quoted\" \\ [x]", Duration::from_millis(7));
+    leaf.timed_out = 2;
+    leaf.annotations
+        .push(ShutdownAnnotation::new("note: {braces} and , commas"));
+    let mut middle = ShutdownReport::new("middle", Duration::ZERO).with_reason("signal");
+    middle.children.push(leaf.clone());
+    middle.children.push(ShutdownReport::new("empty", Duration::ZERO));
+    let mut root = ShutdownReport::new("root", Duration::from_millis(1_203));
+    root.children.push(middle);
+    assert_eq!(
+        root.to_json(),
+        serde_json::to_string_pretty(&root).expect("serializes")
+    );
+    let mut deep = leaf;
+    for level in 0..ShutdownReport::SERIALIZED_DEPTH_LIMIT + 8 {
+        let mut parent = ShutdownReport::new(format!("level-{level}"), Duration::ZERO);
+        parent.children.push(deep);
+        deep = parent;
+    }
+    let parsed: serde_json::Value = serde_json::from_str(&deep.to_json()).expect("valid JSON");
+    let mut node = &parsed;
+    for _ in 0..ShutdownReport::SERIALIZED_DEPTH_LIMIT + 8 {
+        node = &node["children"][0];
+    }
+    assert_eq!(node["name"], "leaf \"quoted\" \\ [x]");
+    assert_eq!(node["timed_out"], 2);
 }

@@ -428,3 +428,116 @@ fn common_helper_paths_of_the_spec() {
     let _: Option<i64> =
         time_utils::parse_date_to_millis("20261202083005", time_utils::YYYYMMDDHHMMSS);
 }
+
+/// CONTRACTS 1.14: `MetadataIoCommitObservation::settled()` hands the outcome
+/// back by value (a caller keeps it past the observation), and
+/// `MetadataDurability` says what admission knew of a generation.
+#[test]
+fn metadata_observation_settles_by_value_and_durability_is_named() {
+    use rocketmq_runtime::{
+        MetadataDeadline, MetadataDurability, MetadataIoAdmissionOutcome, MetadataIoCommitOutcome,
+        MetadataIoConfig, MetadataWriteRequest, RuntimeConfig, RuntimeOwner,
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("durability-spec", 2))
+        .expect("valid")
+        .build()
+        .expect("runtime");
+    let actor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .start(&owner.root_context().component("store"))
+        .expect("started");
+    let deadline = MetadataDeadline::after(Duration::from_secs(30));
+    let target = dir.path().join("topics.json");
+    let submit = |generation: u64| match actor
+        .submit(
+            MetadataWriteRequest::new("topics", generation, &target, b"{}".to_vec()),
+            deadline,
+        )
+        .expect("admitted")
+    {
+        MetadataIoAdmissionOutcome::Accepted(receipt) => receipt,
+        other => panic!("{other:?}"),
+    };
+    let first = submit(2);
+    assert_eq!(first.durability(), MetadataDurability::Accepted);
+    let observation = owner.block_on(first.observe_until(deadline));
+    let outcome: Option<MetadataIoCommitOutcome> = observation.settled();
+    drop(observation);
+    assert!(matches!(outcome, Some(MetadataIoCommitOutcome::Durable(g)) if g.get() == 2));
+    let covered = submit(1);
+    assert_eq!(
+        covered.durability(),
+        MetadataDurability::Durable(2.into()),
+        "an older generation is covered by the durable one at admission"
+    );
+    let report = owner.shutdown_runtime_blocking().expect("shuts down");
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+/// CONTRACTS 1.12: a foreign permit's item and permit are public fields.
+#[test]
+fn a_foreign_permit_exposes_its_item_and_permit_as_fields() {
+    use rocketmq_runtime::{BudgetedQueue, ForeignPermit};
+
+    let limit = || BudgetLimit::new(4, 1_024, FullPolicy::Reject);
+    let ours = ResourceBudgetTree::new("process", limit()).expect("valid");
+    let theirs = ResourceBudgetTree::new("other", limit()).expect("valid");
+    let queue = BudgetedQueue::new(ours.root());
+    let permit = theirs.root().try_acquire_data(10).expect("fits");
+    let Err(ForeignPermit { item, permit }) = queue.try_push_budgeted("request", permit) else {
+        panic!("a permit of another tree is handed back");
+    };
+    assert_eq!(item, "request");
+    assert_eq!(permit.bytes(), 10);
+    assert_eq!(
+        theirs.root().snapshot().current_count,
+        1,
+        "still charged where it was"
+    );
+}
+
+/// CONTRACTS 1.1: the blocking-thread bounds are module-level constants (as
+/// well as associated ones), and `RuntimeContractViolation` is exhaustive:
+/// this `match` names every variant without a wildcard arm.
+#[test]
+fn blocking_bounds_are_constants_and_violations_are_exhaustive() {
+    use rocketmq_runtime::{
+        RuntimeConfig, RuntimeContractViolation, MAX_ENTRYPOINT_BLOCKING_THREADS,
+        MIN_ENTRYPOINT_BLOCKING_THREADS,
+    };
+
+    assert_eq!(
+        (
+            MIN_ENTRYPOINT_BLOCKING_THREADS,
+            MAX_ENTRYPOINT_BLOCKING_THREADS
+        ),
+        (3, 512)
+    );
+    assert_eq!(
+        RuntimeConfig::MAX_ENTRYPOINT_BLOCKING_THREADS,
+        MAX_ENTRYPOINT_BLOCKING_THREADS
+    );
+    let violation = RuntimeConfig::for_parallelism("bounds", 1)
+        .with_max_blocking_threads(MAX_ENTRYPOINT_BLOCKING_THREADS + 1)
+        .expect_err("above the bound");
+    let named = match violation {
+        RuntimeContractViolation::InvalidConfiguration { .. } => "configuration",
+        RuntimeContractViolation::InvalidMemoryLimit { .. } => "memory",
+        RuntimeContractViolation::InvalidSchedule { .. } => "schedule",
+        RuntimeContractViolation::InvalidMetadataConfiguration { .. } => "metadata",
+        RuntimeContractViolation::EmptyBudgetName
+        | RuntimeContractViolation::InvalidBudgetName
+        | RuntimeContractViolation::ZeroBudgetCapacity { .. }
+        | RuntimeContractViolation::ZeroBudgetRate
+        | RuntimeContractViolation::ZeroBudgetMaxAge
+        | RuntimeContractViolation::ReserveExceedsBudgetCapacity { .. }
+        | RuntimeContractViolation::ReserveWithoutBudgetCapacity { .. }
+        | RuntimeContractViolation::ChildBudgetExceedsParent { .. }
+        | RuntimeContractViolation::ChildBudgetMaxAgeExceedsParent
+        | RuntimeContractViolation::PermitTargetInDifferentTree => "budget",
+    };
+    assert_eq!(named, "configuration");
+}

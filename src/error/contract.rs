@@ -75,10 +75,9 @@ pub enum RuntimeContractPolicy {
     DrainMethodsIncludePost,
     /// `ROCKETMQ_HEALTH_METRICS` must be `0` or `1`.
     HealthMetricsSwitch,
-    /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a whole number of bytes
-    /// of at least
-    /// [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`](crate::ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES).
-    ProcessMemoryLimitAtLeastMinimum,
+    /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a positive whole number
+    /// of bytes.
+    ProcessMemoryLimitPositive,
 }
 
 impl RuntimeContractPolicy {
@@ -120,7 +119,7 @@ impl RuntimeContractPolicy {
             Self::ProbeBindAddressValid => "probe-bind-address-valid",
             Self::DrainMethodsIncludePost => "drain-methods-include-post",
             Self::HealthMetricsSwitch => "health-metrics-switch",
-            Self::ProcessMemoryLimitAtLeastMinimum => "process-memory-limit-at-least-minimum",
+            Self::ProcessMemoryLimitPositive => "process-memory-limit-positive",
         }
     }
 
@@ -160,7 +159,7 @@ impl RuntimeContractPolicy {
             Self::ProbeBindAddressValid => "ServiceLifecycleConfig::probe_bind_addr",
             Self::DrainMethodsIncludePost => "ServiceLifecycleConfig::drain_request_methods",
             Self::HealthMetricsSwitch => "ServiceLifecycle::with_metrics",
-            Self::ProcessMemoryLimitAtLeastMinimum => "ProcessMemoryLimit::detect",
+            Self::ProcessMemoryLimitPositive => "ProcessMemoryLimit::detect",
         }
     }
 
@@ -206,8 +205,8 @@ impl RuntimeContractPolicy {
             }
             Self::DrainMethodsIncludePost => "POST or GET,POST",
             Self::HealthMetricsSwitch => "0 (no /metrics) or 1 (serve /metrics)",
-            Self::ProcessMemoryLimitAtLeastMinimum => {
-                "a whole number of bytes, at least 1048576 (1 MiB)"
+            Self::ProcessMemoryLimitPositive => {
+                "a positive whole number of bytes"
             }
         }
     }
@@ -229,9 +228,10 @@ impl fmt::Display for RuntimeContractPolicy {
 /// [`CanonicalCondition::InvalidArgument`].
 ///
 /// There is no conversion into [`RuntimeError`](crate::RuntimeError): the two
-/// channels stay distinct. The enum is non-exhaustive.
+/// channels stay distinct. The enum is exhaustive, as the specification
+/// gives it: a `match` can name every violation without a wildcard arm, and
+/// a new violation is a breaking change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum RuntimeContractViolation {
     /// A runtime, blocking-lane or context configuration broke `policy`.
     #[error(

@@ -33,21 +33,33 @@
 //!    resources are written before its next generation.
 //! 5. A `SyncParent` failure (after the rename: the new content is visible,
 //!    its durability unknown) is reported as "commit outcome unknown" and
-//!    fences the target: nothing more is written to it, and its queued
-//!    generation and remaining waiters are failed.
-//! 6. The write closure owns its payload and permit and reports from inside
-//!    when it exits, so a caller timeout on the lane never lets the next
-//!    generation of the same resource overlap it. A closure that never runs
-//!    (refused, or discarded by Tokio) settles the write as failed from its
-//!    drop guard; a claim flag makes exactly one side report.
+//!    fences the target for good: every new submission to it, even of a
+//!    generation already durable, is refused with `ContextUnavailable`
+//!    (`MetadataResourceTarget`). A generation queued before the fence
+//!    still runs, as in the original design: its write replaces the target
+//!    again and its waiters get that write's outcome (a durable one records
+//!    its generation; the fence stays).
+//! 6. The write closure owns its payload, its permit and a clone of the
+//!    target's registration, records its outcome in the target's history
+//!    and reports from inside when it exits, so a caller timeout on the lane
+//!    never lets the next generation of the same resource overlap it. It
+//!    holds the actor only weakly: the actor and its coordinator can be
+//!    destroyed while it runs ([`MetadataIoObserver::snapshot`] is then
+//!    `None`), and the write still ends, releases its charge and records
+//!    its outcome. A closure that never runs (refused, or discarded by
+//!    Tokio) settles the write as failed from its drop guard; a claim flag
+//!    makes exactly one side report.
 //! 7. When the coordinator ends, also by an abort (`CoordinatorExit`),
 //!    admission stops, queued generations are dropped (their permits go
 //!    back) and the waiters no in-flight write covers are closed
 //!    (`Closed(MetadataWorkerStopped)`).
-//! 8. The actor's targets are released only once the coordinator is gone
-//!    *and* no write is in flight (`finish`, decided under the state lock by
-//!    whichever comes last), so another actor of the owner can never write a
-//!    target while an older generation's closure still runs.
+//! 8. A resource holds its target's registration (the live writer, in the
+//!    owner's registry) exactly while it has a generation queued or in
+//!    flight, and each running closure holds a clone: the target is free
+//!    once the last write ends and nothing is queued, before any waiter is
+//!    told. So another actor of the owner never writes a target while an
+//!    older generation's closure still runs, and may write it as soon as a
+//!    write is durable, while this actor is still open.
 //! 9. A resource moves to another target only without pending work
 //!    (invariant 98): the new target is claimed, the old one released (its
 //!    history stays in the owner's registry, `metadata_io/targets.rs`).
@@ -55,8 +67,12 @@
 //!     and written to the target's history in the registry; the actor keeps
 //!     only the durable generation it last saw, to refuse retiring a history
 //!     another actor wrote after it (`history.rs`).
-//! 11. A timed-out shutdown lists every resource with a generation in
-//!     flight or queued as unfinished, before dropping the queued ones.
+//! 11. A timed-out `shutdown_until` only ends the wait: it lists every
+//!     resource with a generation in flight or queued as unfinished, counts
+//!     both in its pending figures, and drops nothing (the coordinator keeps
+//!     writing them; invariant 7 applies when it ends).
+//! 12. The last `MetadataIoActor` handle dropped stops admission; the
+//!     accepted work drains and the coordinator ends.
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -67,7 +83,7 @@ use tokio::sync::{oneshot, Notify};
 
 use crate::blocking::BlockingExecutor;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::loom::{AtomicBool, AtomicU8, Mutex, Ordering, StaticAtomicU64};
+use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, StaticAtomicU64};
 use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::metadata_io::types::{
     MetadataDeadline, MetadataGeneration, MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome,
@@ -176,6 +192,7 @@ impl MetadataIoPlan {
             wake: Notify::new(),
             finished: Notify::new(),
             accepting: AtomicBool::new(true),
+            handles: AtomicUsize::new(1),
             coordinator_done: AtomicBool::new(false),
             coordinator_gone: AtomicBool::new(false),
             released: AtomicBool::new(false),
@@ -212,9 +229,28 @@ impl MetadataIoPlan {
 /// assert!(matches!(outcome, MetadataIoDurabilityOutcome::Durable(_)));
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
 pub struct MetadataIoActor {
     shared: Arc<ActorShared>,
+}
+
+impl Clone for MetadataIoActor {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for MetadataIoActor {
+    /// The last handle stops admission (nobody can submit any more); the
+    /// accepted work still drains and the coordinator then ends, so an
+    /// abandoned actor does not live until its group is cancelled.
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.stop_admission();
+        }
+    }
 }
 
 impl fmt::Debug for MetadataIoActor {
@@ -324,9 +360,15 @@ impl MetadataIoActor {
     }
 
     /// Stops admission and waits until `deadline` for the accepted work.
-    /// At the deadline, queued generations are dropped (their waiters get
-    /// `Closed(MetadataWorkerStopped)`) and in-flight writes are listed as
-    /// unfinished (their closures keep running and keep their charge).
+    ///
+    /// A deadline that passes first only ends the wait (invariant 11): the
+    /// report lists every resource with a generation in flight or queued
+    /// as unfinished and counts both in `pending_operations` and
+    /// `pending_bytes`; the queued generations stay charged and are still
+    /// written, and their waiters still get the outcome. They are given up
+    /// only when the coordinator ends (its group shut down or aborted):
+    /// then the waiters no in-flight write covers get
+    /// `Closed(MetadataWorkerStopped)`.
     ///
     /// # Cancel safety
     ///
@@ -342,54 +384,19 @@ impl MetadataIoActor {
             || shared.coordinator_done.load(Ordering::SeqCst),
         )
         .await;
-        let mut state = shared.state.lock();
-        // Listed before the queued generations are dropped (invariant 11).
-        let unfinished: Vec<_> = state
-            .resources
-            .iter()
-            .filter(|(_, resource)| resource.in_flight.is_some() || resource.queued.is_some())
-            .map(|(name, resource)| resource_snapshot(name, resource))
-            .collect();
-        let (mut dropped, mut closed) = (Vec::new(), Vec::new());
-        if !finished {
-            let mut dropped_waiters = 0;
-            for resource in state.resources.values_mut() {
-                dropped.extend(resource.queued.take());
-                resource.listed = false;
-                let before = resource.waiters.len();
-                let in_flight = resource.in_flight;
-                let (covered, uncovered): (Vec<_>, Vec<_>) =
-                    resource.waiters.drain(..).partition(|waiter| {
-                        in_flight.is_some_and(|(generation, _)| waiter.generation <= generation)
-                    });
-                resource.waiters = covered;
-                dropped_waiters += before - resource.waiters.len();
-                closed.extend(uncovered);
-            }
-            state.waiters -= dropped_waiters;
-            state.ready.clear();
-        }
-        let in_flight_bytes: usize = state
-            .resources
-            .values()
-            .filter_map(|resource| resource.in_flight.map(|(_, bytes)| bytes))
-            .sum();
-        if !finished {
-            state.pending_operations = state.writing;
-            state.pending_bytes = in_flight_bytes;
-        }
-        let report = MetadataIoShutdownReport {
+        let state = shared.state.lock();
+        MetadataIoShutdownReport {
             timed_out: !finished,
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
-            unfinished,
+            unfinished: state
+                .resources
+                .iter()
+                .filter(|(_, resource)| resource.in_flight.is_some() || resource.queued.is_some())
+                .map(|(name, resource)| resource_snapshot(name, resource))
+                .collect(),
             not_durable: storage_failures(&state),
-        };
-        drop(state);
-        // Permits and waiter senders go after the lock (a dropped sender
-        // tells its receipt the worker stopped).
-        drop((dropped, closed));
-        report
+        }
     }
     /// The actor's admission state.
     pub fn snapshot(&self) -> MetadataIoSnapshot {

@@ -8,10 +8,15 @@
 //!    folded lexically, no filesystem access; lower-cased on Windows). An
 //!    entry is a *history*: an object whose pointer is its identity
 //!    ([`MetadataTargetIdentity`]).
-//! 2. A history belongs to one resource and has at most one live writer (an
-//!    actor). A claim by another resource, or while another actor writes,
-//!    is refused; a claim of a new path beyond the capacity is refused
-//!    naming the capacity.
+//! 2. A history belongs to one resource and has at most one live writer: a
+//!    [`TargetRegistration`], held by an actor's resource while it has work
+//!    queued or in flight and by each running write closure (a clone). The
+//!    writer is released when the last clone drops, so a cancelled or
+//!    dropped actor keeps the target until its real closure exits, and an
+//!    idle open actor holds nothing (another actor of the owner may write
+//!    the target once a write is durable). A claim by another resource, or
+//!    while a registration is live, is refused; a claim of a new path beyond
+//!    the capacity is refused naming the capacity.
 //! 3. A history's durable generation only rises, and its fence (set after
 //!    an unknown commit outcome) never lifts. Both outlive the actor that
 //!    wrote them: a replacement actor of the same resource resolves older
@@ -35,8 +40,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::loom::Mutex;
+use crate::loom::{Mutex, Ordering, StaticAtomicU64};
 use crate::metadata_io::types::MetadataGeneration;
+
+/// Registration ids: one per claim, never reused.
+static NEXT_REGISTRATION: StaticAtomicU64 = StaticAtomicU64::new(1);
 
 /// Target histories one owner keeps by default
 /// ([`RuntimeOwnerPlan::with_metadata_target_capacity`](crate::RuntimeOwnerPlan::with_metadata_target_capacity)).
@@ -149,11 +157,38 @@ impl TargetHistory {
     pub(crate) fn fence(&self) {
         self.state.lock().fenced = true;
     }
+}
 
-    /// Ends `actor`'s live ownership (the history stays).
-    pub(crate) fn release(&self, actor: u64) {
-        let mut state = self.state.lock();
-        if state.writer == Some(actor) {
+/// A target's live writer (invariant 2): clones share one registration,
+/// released when the last one drops.
+#[derive(Clone)]
+pub(crate) struct TargetRegistration(Arc<Registration>);
+
+struct Registration {
+    history: Arc<TargetHistory>,
+    id: u64,
+}
+
+impl TargetRegistration {
+    /// The history this registration writes.
+    pub(crate) fn history(&self) -> &Arc<TargetHistory> {
+        &self.0.history
+    }
+}
+
+impl fmt::Debug for TargetRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TargetRegistration")
+            .field("id", &self.0.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Registration {
+    /// Ends the live ownership (the history stays).
+    fn drop(&mut self) {
+        let mut state = self.history.state.lock();
+        if state.writer == Some(self.id) {
             state.writer = None;
         }
     }
@@ -162,7 +197,7 @@ impl TargetHistory {
 /// Why [`MetadataTargetRegistry::claim`] refused a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TargetClaimRefusal {
-    /// Another resource, or another live actor, owns the target.
+    /// Another resource owns the target, or a registration is live.
     Conflict,
     /// The registry holds its capacity of histories.
     Full { capacity: usize },
@@ -194,24 +229,30 @@ impl MetadataTargetRegistry {
         self.capacity
     }
 
-    /// Claims `target` for `resource` written by `actor`: its history, new
+    /// Registers a writer of `target` for `resource`: on its history, new
     /// if the path has none (invariant 2).
     pub(crate) fn claim(
         &self,
         target: &Path,
         resource: &Arc<str>,
-        actor: u64,
-    ) -> Result<Arc<TargetHistory>, TargetClaimRefusal> {
+    ) -> Result<TargetRegistration, TargetClaimRefusal> {
         let key = normalize(target);
+        let id = NEXT_REGISTRATION.fetch_add(1, Ordering::Relaxed);
+        let registration = |history: &Arc<TargetHistory>| {
+            TargetRegistration(Arc::new(Registration {
+                history: Arc::clone(history),
+                id,
+            }))
+        };
         let mut targets = self.targets.lock();
         if let Some(history) = targets.get(&key) {
             let mut state = history.state.lock();
-            if history.resource != *resource || state.writer.is_some_and(|writer| writer != actor) {
+            if history.resource != *resource || state.writer.is_some() {
                 return Err(TargetClaimRefusal::Conflict);
             }
-            state.writer = Some(actor);
+            state.writer = Some(id);
             drop(state);
-            return Ok(Arc::clone(history));
+            return Ok(registration(history));
         }
         if targets.len() >= self.capacity {
             return Err(TargetClaimRefusal::Full {
@@ -222,12 +263,12 @@ impl MetadataTargetRegistry {
             key: key.clone(),
             resource: Arc::clone(resource),
             state: Mutex::new(HistoryState {
-                writer: Some(actor),
+                writer: Some(id),
                 ..HistoryState::default()
             }),
         });
         targets.insert(key, Arc::clone(&history));
-        Ok(history)
+        Ok(registration(&history))
     }
 
     /// Retires `history` if it is idle, unfenced and still at `seen`, the
@@ -344,45 +385,49 @@ mod tests {
     fn one_resource_and_one_live_writer_per_target() {
         let registry = registry(4);
         let offsets: Arc<str> = Arc::from("offsets");
-        let history = registry
-            .claim(Path::new("/t/a.json"), &offsets, 1)
+        let registration = registry
+            .claim(Path::new("/t/a.json"), &offsets)
             .expect("claimed");
+        let history = Arc::clone(registration.history());
         assert_eq!(
             registry
-                .claim(Path::new("/t/a.json"), &Arc::from("other"), 1)
-                .err(),
-            Some(TargetClaimRefusal::Conflict)
+                .claim(Path::new("/t/a.json"), &Arc::from("other"))
+                .err()
+                .map(|_| "refused"),
+            Some("refused")
         );
-        assert_eq!(
-            registry.claim(Path::new("/t/a.json"), &offsets, 2).err(),
-            Some(TargetClaimRefusal::Conflict),
-            "another live actor"
+        let writing = registration.clone();
+        drop(registration);
+        assert!(
+            registry.claim(Path::new("/t/a.json"), &offsets).is_err(),
+            "a clone (a running write) keeps the target"
         );
-        history.release(1);
+        drop(writing);
         let again = registry
-            .claim(Path::new("/t/./a.json"), &offsets, 2)
-            .expect("released");
-        assert!(Arc::ptr_eq(&history, &again), "the same history");
+            .claim(Path::new("/t/./a.json"), &offsets)
+            .expect("released with the last clone");
+        assert!(Arc::ptr_eq(&history, again.history()), "the same history");
     }
 
     #[test]
     fn a_full_registry_names_its_capacity_and_retirement_frees_a_slot() {
         let registry = registry(1);
         let offsets: Arc<str> = Arc::from("offsets");
-        let history = registry
-            .claim(Path::new("/t/a.json"), &offsets, 1)
+        let registration = registry
+            .claim(Path::new("/t/a.json"), &offsets)
             .expect("claimed");
-        assert_eq!(
-            registry.claim(Path::new("/t/b.json"), &offsets, 1).err(),
+        let history = Arc::clone(registration.history());
+        assert!(matches!(
+            registry.claim(Path::new("/t/b.json"), &offsets).err(),
             Some(TargetClaimRefusal::Full { capacity: 1 })
-        );
+        ));
         history.record_durable(MetadataGeneration::new(3));
         assert_eq!(
             registry.retire(&history, Some(MetadataGeneration::new(3))),
             MetadataTargetRetirementOutcome::WorkInProgress,
             "a live writer"
         );
-        history.release(1);
+        drop(registration);
         assert_eq!(
             registry.retire(&history, Some(MetadataGeneration::new(2))),
             MetadataTargetRetirementOutcome::HistoryChanged,
@@ -405,20 +450,21 @@ mod tests {
             "never revived"
         );
         let next = registry
-            .claim(Path::new("/t/a.json"), &offsets, 2)
+            .claim(Path::new("/t/a.json"), &offsets)
             .expect("a new identity");
-        assert!(!Arc::ptr_eq(&history, &next));
-        assert_eq!(next.durable(), None);
+        assert!(!Arc::ptr_eq(&history, next.history()));
+        assert_eq!(next.history().durable(), None);
     }
 
     #[test]
     fn a_fenced_history_is_never_retired() {
         let registry = registry(2);
-        let history = registry
-            .claim(Path::new("/t/a.json"), &Arc::from("offsets"), 1)
+        let registration = registry
+            .claim(Path::new("/t/a.json"), &Arc::from("offsets"))
             .expect("claimed");
+        let history = Arc::clone(registration.history());
         history.fence();
-        history.release(1);
+        drop(registration);
         assert_eq!(
             registry.retire(&history, None),
             MetadataTargetRetirementOutcome::ReconciliationRequired

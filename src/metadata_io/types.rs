@@ -281,10 +281,10 @@ impl MetadataIoCommitObservation {
         }
     }
 
-    /// The settled outcome, if any.
-    pub const fn settled(&self) -> Option<&MetadataIoCommitOutcome> {
+    /// The settled outcome, if any (a clone: the observation stays whole).
+    pub fn settled(&self) -> Option<MetadataIoCommitOutcome> {
         match self {
-            Self::Settled { outcome, .. } => Some(outcome),
+            Self::Settled { outcome, .. } => Some(outcome.clone()),
             Self::Unobserved { .. } | Self::TargetConflict(_) => None,
         }
     }
@@ -313,6 +313,18 @@ pub enum MetadataIoDurabilityOutcome {
     Durable(MetadataGeneration),
     /// See [`MetadataIoAdmissionOutcome::TargetConflict`].
     TargetConflict(MetadataWriteRequest),
+}
+
+/// What admission knew of a submitted generation
+/// ([`MetadataIoReceipt::durability`](crate::MetadataIoReceipt::durability)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum MetadataDurability {
+    /// Admitted: a write (in flight, queued or coalesced) will cover it;
+    /// wait on the receipt for its outcome.
+    Accepted,
+    /// Already durable when it was submitted: the resource's durable
+    /// generation (this one or newer) covered it, and nothing is written.
+    Durable(MetadataGeneration),
 }
 
 /// One resource as the actor sees it.

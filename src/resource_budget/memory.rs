@@ -5,9 +5,8 @@
 //! use?" by trying, in order:
 //!
 //! 1. the environment variable `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`. When it
-//!    is set it wins and must hold a whole number of bytes of at least
-//!    [`ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES`] (1 MiB; surrounding
-//!    whitespace is ignored); anything else, a value that is not UTF-8
+//!    is set it wins and must hold a positive whole number of bytes
+//!    (surrounding whitespace is ignored); anything else, a value that is not UTF-8
 //!    included, is [`RuntimeError::configuration`] with
 //!    [`RuntimeOperation::DetectProcessMemoryLimit`] and an
 //!    [`EnvironmentViolation`](crate::EnvironmentViolation) context;
@@ -136,12 +135,6 @@ pub struct ProcessMemoryLimit {
 }
 
 impl ProcessMemoryLimit {
-    /// The smallest limit `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` accepts
-    /// (1 MiB): a smaller value is far more likely a unit mistake (`512`
-    /// meant as MiB) than a process that runs in a few kilobytes. A
-    /// [`configured`](Self::configured) limit has no such floor.
-    pub const MIN_ENVIRONMENT_BYTES: u64 = 1 << 20;
-
     /// Detects the limit from the real environment and, on Linux, the real
     /// `/proc` and cgroup files, in the order given in the module docs.
     ///
@@ -336,13 +329,9 @@ fn parse_environment_limit(raw: &std::ffi::OsStr) -> RuntimeResult<ProcessMemory
     let bytes = crate::environment::parse_value(
         PROCESS_MEMORY_LIMIT_ENV,
         raw,
-        RuntimeContractPolicy::ProcessMemoryLimitAtLeastMinimum,
+        RuntimeContractPolicy::ProcessMemoryLimitPositive,
         DETECT,
-        |text| {
-            text.parse::<u64>()
-                .ok()
-                .filter(|bytes| *bytes >= ProcessMemoryLimit::MIN_ENVIRONMENT_BYTES)
-        },
+        |text| text.parse::<u64>().ok().filter(|bytes| *bytes > 0),
     )?;
     Ok(ProcessMemoryLimit::discovered(
         bytes,

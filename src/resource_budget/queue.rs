@@ -22,10 +22,12 @@
 //!    item's destructor may use the queue or close a budget. Their
 //!    reservations go back after they are dropped (a `Release` guard, which
 //!    also releases while unwinding), so the budget never shows as free what
-//!    a discarded item still occupies. One exception: `CoalesceLatest` gives
-//!    the displaced items' reservations back first, to admit the replacement
-//!    in their room under the same lock; the displaced items are dropped right
-//!    after, once the replacement is queued.
+//!    a discarded item still occupies. One exception: a push that discards
+//!    (`CoalesceLatest`'s displaced items, `DropStale`'s stale head) gives
+//!    their reservations back first, to admit the new item in their room
+//!    under the same lock; the discarded items are dropped right after, once
+//!    the new item is queued. A stale head never costs the fresh item its
+//!    place.
 //! 5. A push that stamps (invariant 10) reads the clock before it takes the
 //!    queue lock and reserves (or, finding stamping started under the lock,
 //!    releases it, reads, and locks again), so nothing can fail between a
@@ -51,6 +53,11 @@
 //! 9. Producers waiting for capacity follow the protocol in `waiting.rs`.
 //! 10. Entries are stamped only while something reads their ages, by the
 //!     protocol in `stamps.rs`.
+//! 11. The age policies look at the head on every push and every pop:
+//!     `DropStale` drops the stale head before either, and
+//!     `CloseSlowConsumer` closes the queue (dropping its items, waking
+//!     everyone) when either finds the head at `max_age` or older; the pop
+//!     that found it returns nothing.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -273,7 +280,13 @@ impl<T> BudgetedQueue<T> {
             return self.reject(item, QueuePushRejection::Closed);
         }
         let dropped = match policy {
-            FullPolicy::DropStale => self.drop_stale(&mut state, now, &mut discarded),
+            FullPolicy::DropStale => {
+                let dropped = self.drop_stale(&mut state, now, &mut discarded);
+                // The fresh item may need the stale items' room: give it
+                // back before reserving (invariant 4's exception).
+                discarded.release_now();
+                dropped
+            }
             FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
                 self.close_slow_consumer(&mut state, &mut discarded);
                 return self.reject(item, QueuePushRejection::SlowConsumerClosed);
@@ -368,8 +381,12 @@ impl<T> BudgetedQueue<T> {
     /// caller reads the entry's stamp (stamping starts).
     fn pop_entry(&self, observe: bool) -> Option<Entry<T>> {
         // The user clock is read before the lock, as a push reads it.
-        let drop_stale = self.policy() == FullPolicy::DropStale;
-        let now = (drop_stale || (observe && !self.stamping_hint())).then(|| self.now());
+        let policy = self.policy();
+        let aged = matches!(
+            policy,
+            FullPolicy::DropStale | FullPolicy::CloseSlowConsumer
+        );
+        let now = (aged || (observe && !self.stamping_hint())).then(|| self.now());
         // Declared before the guard: dropped after the lock is released.
         let mut discarded = Discarded::new(&self.inner.budget.node);
         let mut state = self.inner.state.lock();
@@ -378,8 +395,17 @@ impl<T> BudgetedQueue<T> {
                 // A no-op when stamping had started (the hint was stale).
                 self.start_stamping(&mut state, now);
             }
-            if drop_stale {
-                self.drop_stale(&mut state, now, &mut discarded);
+            match policy {
+                FullPolicy::DropStale => {
+                    self.drop_stale(&mut state, now, &mut discarded);
+                }
+                // A stale head found by a pop closes the queue as one
+                // found by a push does (invariant 11).
+                FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
+                    self.close_slow_consumer(&mut state, &mut discarded);
+                    return None;
+                }
+                _ => {}
             }
         }
         let entry = state.items.pop_front()?;

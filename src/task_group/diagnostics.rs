@@ -77,16 +77,6 @@ fn elapsed(now: Instant, started: Option<Instant>) -> Duration {
 }
 
 impl TaskGroup {
-    /// The name of this group's tree root (the group itself for a root or
-    /// a detached closed component).
-    pub(crate) fn tree_root_name(&self) -> Arc<str> {
-        let mut group = self.inner();
-        while let Some(parent) = &group.parent {
-            group = parent;
-        }
-        Arc::clone(&group.name)
-    }
-
     /// Tallies every live task and group of this subtree (invariant 2).
     pub(crate) fn tally(&self, long_running_threshold: Duration) -> TaskTally {
         let now = Instant::now();

@@ -24,6 +24,8 @@ pub struct RecordingFs {
     gate: Mutex<Option<mpsc::Receiver<()>>>,
     started: Mutex<Option<mpsc::Sender<()>>>,
     pub fail_with: Mutex<Option<RuntimeOperation>>,
+    /// Fails only the write of this generation, at this step.
+    pub fail_generation: Mutex<Option<(u64, RuntimeOperation)>>,
 }
 
 impl RecordingFs {
@@ -52,7 +54,13 @@ impl MetadataFileSystem for RecordingFs {
         if let Some(gate) = gate {
             let _ = gate.recv();
         }
-        if let Some(operation) = *self.fail_with.lock().expect("unpoisoned") {
+        let only_this = self
+            .fail_generation
+            .lock()
+            .expect("unpoisoned")
+            .filter(|(failing, _)| *failing == generation)
+            .map(|(_, operation)| operation);
+        if let Some(operation) = only_this.or(*self.fail_with.lock().expect("unpoisoned")) {
             return Err(RuntimeError::io(
                 operation,
                 std::io::Error::from_raw_os_error(28),

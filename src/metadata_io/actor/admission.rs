@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::*;
 use crate::error::RuntimeErrorContext;
 use crate::metadata_io::targets::{
-    normalize, MetadataTargetIdentity, TargetClaimRefusal, TargetHistory,
+    normalize, MetadataTargetIdentity, TargetClaimRefusal, TargetHistory, TargetRegistration,
 };
 
 /// A waiting receipt.
@@ -33,6 +33,10 @@ pub(super) struct Resource {
     /// The target's history in the owner's registry: its durable
     /// generation and fence are read there, never copied.
     pub(super) history: Arc<TargetHistory>,
+    /// The live-writer registration, held exactly while the resource has a
+    /// generation queued or in flight (each running write holds a clone):
+    /// an idle resource leaves the target to other actors (invariant 8).
+    pub(super) registration: Option<TargetRegistration>,
     /// The durable generation this actor last saw in `history` (at the
     /// claim, then after each of its writes): a retirement checks that the
     /// history still holds it.
@@ -85,16 +89,19 @@ pub(super) struct ActorShared {
     pub(super) wake: Notify,
     pub(super) finished: Notify,
     pub(super) accepting: AtomicBool,
-    /// Set once the coordinator has ended and no write is in flight: the
-    /// targets are released then (see [`ActorShared::finish`]).
+    /// `MetadataIoActor` handles alive: the last one dropped stops
+    /// admission (queued work still drains).
+    pub(super) handles: AtomicUsize,
+    /// Set once the coordinator has ended and no write is in flight (see
+    /// [`ActorShared::finish`]).
     pub(super) coordinator_done: AtomicBool,
     /// The coordinator's future is gone (ended or aborted); set under the
     /// state lock.
     pub(super) coordinator_gone: AtomicBool,
-    /// The targets were released (once).
+    /// `finish` ran (once).
     pub(super) released: AtomicBool,
     /// Targets whose stale temporary files were looked for: by the first
-    /// write to each that ran.
+    /// write to each that the actor started.
     pub(super) swept: Mutex<std::collections::HashSet<Arc<Path>>>,
     /// Advanced by every write failure and recovery (`health.rs`).
     pub(super) health_epoch: tokio::sync::watch::Sender<u64>,
@@ -139,63 +146,78 @@ impl ActorShared {
         // may move to another target only while it has no pending work
         // (invariant 98); its old target keeps its history.
         let targets = self.resources.metadata_targets();
-        let moving = match state.resources.get(&request.resource) {
-            Some(existing) if existing.history.key() != normalize(&request.target) => {
-                if existing.in_flight.is_some() || existing.queued.is_some() {
+        let claimed = match state.resources.get(&request.resource) {
+            // Pending work holds the registration: the same target keeps it.
+            Some(existing) if existing.registration.is_some() => {
+                if existing.history.key() != normalize(&request.target) {
                     return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
-                }
-                Some(Arc::clone(&existing.history))
-            }
-            Some(_) => None,
-            None => {
-                if state.resources.len() >= targets.capacity() {
-                    return Err(registry_full(targets.capacity()));
                 }
                 None
             }
-        };
-        if moving.is_some() || !state.resources.contains_key(&request.resource) {
-            match targets.claim(&request.target, &request.resource, self.id) {
-                Ok(history) => {
-                    if let Some(old) = &moving {
-                        old.release(self.id);
+            existing => {
+                if existing.is_none() && state.resources.len() >= targets.capacity() {
+                    return Err(registry_full(targets.capacity()));
+                }
+                match targets.claim(&request.target, &request.resource) {
+                    Ok(registration) => Some(registration),
+                    Err(TargetClaimRefusal::Conflict) => {
+                        return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
                     }
-                    state.resources.insert(
-                        Arc::clone(&request.resource),
-                        Resource {
-                            target: Arc::clone(&request.target),
-                            seen_durable: history.durable(),
-                            history,
-                            in_flight: None,
-                            queued: None,
-                            waiters: Vec::new(),
-                            listed: false,
-                            health: ResourceHealth::default(),
-                        },
-                    );
+                    Err(TargetClaimRefusal::Full { capacity }) => {
+                        return Err(registry_full(capacity))
+                    }
                 }
-                Err(TargetClaimRefusal::Conflict) => {
-                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
-                }
-                Err(TargetClaimRefusal::Full { capacity }) => return Err(registry_full(capacity)),
+            }
+        };
+        if let Some(registration) = &claimed {
+            let history = registration.history();
+            let known = state
+                .resources
+                .get(&request.resource)
+                .is_some_and(|existing| Arc::ptr_eq(&existing.history, history));
+            if !known {
+                // A new resource, one moving to another target, or one whose
+                // history was retired since: it starts from the history.
+                let health = state
+                    .resources
+                    .remove(&request.resource)
+                    .map(|old| old.health)
+                    .unwrap_or_default();
+                state.resources.insert(
+                    Arc::clone(&request.resource),
+                    Resource {
+                        target: Arc::clone(&request.target),
+                        seen_durable: history.durable(),
+                        history: Arc::clone(history),
+                        registration: None,
+                        in_flight: None,
+                        queued: None,
+                        waiters: Vec::new(),
+                        listed: false,
+                        health,
+                    },
+                );
             }
         }
         let Some(resource) = state.resources.get_mut(&request.resource) else {
             return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
         };
         let generation = request.generation;
+        // A fenced target takes nothing new, not even a covered generation
+        // (invariant 5).
+        if resource.history.fenced() {
+            return Err(RuntimeError::context_unavailable(
+                RuntimeOperation::MetadataResourceTarget,
+            ));
+        }
         let durable = resource.history.durable();
         if let Some(durable) = durable.filter(|durable| generation <= *durable) {
+            // Nothing to write: a fresh registration is dropped here.
             return Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
                 generation,
                 identity: resource.identity(),
                 outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
             }));
-        }
-        if resource.history.fenced() {
-            return Err(RuntimeError::context_unavailable(
-                RuntimeOperation::MetadataResourceTarget,
-            ));
         }
         if state.waiters >= self.max_waiters || resource.waiters.len() >= self.max_waiters {
             return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
@@ -240,6 +262,9 @@ impl ActorShared {
                         return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
                     };
                     resource.queued = Some(Queued { request, permit });
+                    if let Some(registration) = claimed {
+                        resource.registration = Some(registration);
+                    }
                     state.pending_operations += 1;
                     state.pending_bytes += len;
                     if resource.in_flight.is_none() && !resource.listed {

@@ -6,7 +6,8 @@ use tokio::sync::oneshot;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::metadata_io::targets::MetadataTargetIdentity;
 use crate::metadata_io::types::{
-    MetadataDeadline, MetadataGeneration, MetadataIoCommitObservation, MetadataIoCommitOutcome,
+    MetadataDeadline, MetadataDurability, MetadataGeneration, MetadataIoCommitObservation,
+    MetadataIoCommitOutcome,
 };
 
 /// A handle to wait for a submitted generation's durability.
@@ -30,6 +31,19 @@ impl MetadataIoReceipt {
     /// The submitted generation.
     pub const fn generation(&self) -> MetadataGeneration {
         self.generation
+    }
+
+    /// What admission knew, without waiting: `Durable` when the generation
+    /// was already durable at submission (the receipt is resolved),
+    /// otherwise `Accepted` (a write will settle it; see
+    /// [`wait_until`](Self::wait_until)).
+    pub fn durability(&self) -> MetadataDurability {
+        match &self.outcome {
+            ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(generation)) => {
+                MetadataDurability::Durable(*generation)
+            }
+            ReceiptOutcome::Ready(_) | ReceiptOutcome::Pending(_) => MetadataDurability::Accepted,
+        }
     }
 
     /// The target history this generation belongs to: pair it with the

@@ -1,8 +1,16 @@
 //! The coordinator and the writes it starts: fair scheduling on the
 //! metadata lane, completion (generations, waiters, fencing, budget), and
 //! the claims that keep a target registered until the real write exits.
+//!
+//! A write's closure holds no strong reference to the actor: it owns its
+//! payload, its permit, the file system and a clone of the target's
+//! registration, records the outcome in the target's history itself, and
+//! reports to the actor through a weak reference, so the actor and its
+//! coordinator can be destroyed while it runs (invariant 6).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use crate::metadata_io::targets::TargetRegistration;
 
 use super::*;
 
@@ -47,9 +55,14 @@ impl ActorShared {
                 let Some(queued) = resource.queued.take() else {
                     continue;
                 };
+                let Some(registration) = resource.registration.clone() else {
+                    // Unreachable: queued work holds the registration.
+                    resource.queued = Some(queued);
+                    continue;
+                };
                 resource.in_flight = Some((queued.request.generation, queued.request.len()));
                 state.writing += 1;
-                starting.push(queued);
+                starting.push((queued, registration));
             }
             !self.accepting.load(Ordering::SeqCst)
                 && state.writing == 0
@@ -60,24 +73,26 @@ impl ActorShared {
         };
         // Spawned after the lock is released: a refused spawn completes
         // the write at once, which takes the lock again.
-        for Queued { request, permit } in starting {
-            self.spawn_write(request, permit);
+        for (Queued { request, permit }, registration) in starting {
+            self.spawn_write(request, permit, registration);
         }
         finished
     }
 
-    /// Runs one write on the lane. The closure owns the payload and its
-    /// permit, releases them when the write ends and settles the write
-    /// itself (no hop back to a task). It starts directly when a lane slot
-    /// is free; otherwise a writer task queues it on the lane. A closure
-    /// that never runs (refused, or discarded by Tokio) settles the write
-    /// as failed from its drop guard; a claim flag makes exactly one side
-    /// report. The first write to a target that runs first removes the
-    /// temporary files an earlier process left beside it.
+    /// Runs one write on the lane. The closure owns the payload, its
+    /// permit and a registration clone (module docs), releases them when
+    /// the write ends and settles the write itself (no hop back to a task).
+    /// It starts directly when a lane slot is free; otherwise a writer task
+    /// queues it on the lane. A closure that never runs (refused, or
+    /// discarded by Tokio) settles the write as failed from its drop guard;
+    /// a claim flag makes exactly one side report. The first write the
+    /// actor starts on a target removes the temporary files an earlier
+    /// process left beside it.
     pub(super) fn spawn_write(
         self: &Arc<Self>,
         request: MetadataWriteRequest,
         permit: ResourcePermit,
+        registration: TargetRegistration,
     ) {
         let generation = request.generation;
         let lane_deadline = request.lane_deadline;
@@ -96,32 +111,34 @@ impl ActorShared {
         }
         let claim = WriteClaim {
             state: Arc::new(AtomicU8::new(CLAIM_PENDING)),
-            shared: Arc::clone(self),
+            shared: Arc::downgrade(self),
             name: Arc::clone(&request.resource),
             generation,
         };
         let abandon = claim.clone_handle();
+        let sweep = {
+            let mut swept = self.swept.lock();
+            !swept.contains(&request.target) && swept.insert(Arc::clone(&request.target))
+        };
+        let file_system = Arc::clone(&self.file_system);
         // Settles on drop unless a writer task takes over (it then reports
         // the lane's own error).
         let deferred = Arc::new(AtomicBool::new(false));
         let guard = ClosureClaim {
             claim: Some(claim),
+            registration: Some(registration),
             deferred: Arc::clone(&deferred),
         };
         let work = move || {
             let mut guard = guard;
-            let Some(claim) = guard.claim.take() else {
+            let (Some(claim), Some(registration)) = (guard.claim.take(), guard.registration.take())
+            else {
                 return;
             };
             if !claim.try_claim() {
                 return;
             }
-            let file_system = Arc::clone(&claim.shared.file_system);
-            let first = {
-                let mut swept = claim.shared.swept.lock();
-                !swept.contains(&request.target) && swept.insert(Arc::clone(&request.target))
-            };
-            if first {
+            if sweep {
                 sweep_stale(&*file_system, &request.target);
             }
             let persisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -140,7 +157,17 @@ impl ActorShared {
                     RuntimeError::internal_failure(RuntimeOperation::RunBlockingTask),
                 ),
             };
-            claim.shared.complete(&claim.name, generation, outcome);
+            // The history learns the outcome whether or not the actor is
+            // still there; the target is released before anyone is told.
+            match &outcome {
+                MetadataIoCommitOutcome::Durable(durable) => {
+                    registration.history().record_durable(*durable);
+                }
+                MetadataIoCommitOutcome::CommitOutcomeUnknown(_) => registration.history().fence(),
+                MetadataIoCommitOutcome::FailedBeforeCommit(_) => {}
+            }
+            drop(registration);
+            claim.report(outcome);
         };
         let work = match self
             .lane
@@ -205,40 +232,30 @@ impl ActorShared {
             resource
                 .health
                 .record(name, &resource.target, &outcome, tokio::time::Instant::now);
-        match &outcome {
-            MetadataIoCommitOutcome::Durable(durable) => {
-                resource.history.record_durable(*durable);
-                resource.seen_durable = resource.history.durable();
-            }
-            MetadataIoCommitOutcome::CommitOutcomeUnknown(_) => resource.history.fence(),
-            MetadataIoCommitOutcome::FailedBeforeCommit(_) => {}
+        // The closure recorded the outcome in the history (writes.rs docs).
+        if let MetadataIoCommitOutcome::Durable(_) = &outcome {
+            resource.seen_durable = resource.history.durable();
         }
-        let fenced = resource.history.fenced();
         let (covered, waiting): (Vec<_>, Vec<_>) = resource
             .waiters
             .drain(..)
             .partition(|waiter| waiter.generation <= generation);
         resource.waiters = waiting;
         state.waiters -= covered.len();
-        if fenced {
-            // Nothing more is written to a fenced target.
-            if let Some(queued) = resource.queued.take() {
-                state.pending_operations -= 1;
-                state.pending_bytes -= queued.request.len();
+        // A generation queued before a fence still runs (invariant 5).
+        let released = if resource.queued.is_some() {
+            if !resource.listed {
+                resource.listed = true;
+                state.ready.push_back(Arc::clone(name));
             }
-            state.waiters -= resource.waiters.len();
-            for waiter in resource.waiters.drain(..) {
-                let _ = waiter
-                    .sender
-                    .send(MetadataIoCommitOutcome::FailedBeforeCommit(
-                        RuntimeError::context_unavailable(RuntimeOperation::MetadataResourceTarget),
-                    ));
-            }
-        } else if resource.queued.is_some() && !resource.listed {
-            resource.listed = true;
-            state.ready.push_back(Arc::clone(name));
-        }
+            None
+        } else {
+            // Idle: the target is free for the owner's other actors before
+            // any waiter hears of this write.
+            resource.registration.take()
+        };
         drop(guard);
+        drop(released);
         if let Some(line) = health.line {
             line.emit();
         }
@@ -257,15 +274,11 @@ impl ActorShared {
         self.wake.notify_one();
     }
 
-    /// Releases the actor's targets and reports it finished, once: when the
-    /// coordinator is gone *and* no write is in flight (a write still on a
-    /// blocking thread keeps its target, so no other actor of the owner can
-    /// write an older generation over a newer one).
+    /// Reports the actor finished, once: when the coordinator is gone *and*
+    /// no write is in flight. (Targets need no release here: a registration
+    /// lives only while work does, invariant 8.)
     pub(super) fn finish(&self) {
         if !self.released.swap(true, Ordering::SeqCst) {
-            for resource in self.state.lock().resources.values() {
-                resource.history.release(self.id);
-            }
             self.coordinator_done.store(true, Ordering::SeqCst);
             self.finished.notify_waiters();
         }
@@ -276,7 +289,8 @@ impl ActorShared {
 /// nothing more is admitted or started; queued generations are dropped
 /// (their permits go back) and the waiters no in-flight write covers are
 /// closed (`Closed(MetadataWorkerStopped)`), instead of waiting for their
-/// own deadlines. The targets are released once the in-flight writes end.
+/// own deadlines. An idle resource releases its target now; one with a
+/// write in flight when that write ends.
 pub(super) struct CoordinatorExit(pub(super) Arc<ActorShared>);
 
 impl Drop for CoordinatorExit {
@@ -285,6 +299,7 @@ impl Drop for CoordinatorExit {
         shared.accepting.store(false, Ordering::SeqCst);
         let mut dropped = Vec::new();
         let mut closed = Vec::new();
+        let mut released = Vec::new();
         let idle = {
             let mut guard = shared.state.lock();
             let state = &mut *guard;
@@ -294,6 +309,9 @@ impl Drop for CoordinatorExit {
                     state.pending_operations -= 1;
                     state.pending_bytes -= queued.request.len();
                     dropped.push(queued);
+                }
+                if resource.in_flight.is_none() {
+                    released.extend(resource.registration.take());
                 }
                 let in_flight = resource.in_flight.map(|(generation, _)| generation);
                 let (covered, uncovered): (Vec<_>, Vec<_>) =
@@ -311,6 +329,7 @@ impl Drop for CoordinatorExit {
         // Permits and waiter senders go after the lock (a dropped sender
         // tells its receipt the worker stopped).
         drop(dropped);
+        drop(released);
         drop(closed);
         if idle {
             shared.finish();
@@ -326,7 +345,8 @@ pub(super) const CLAIM_ABANDONED: u8 = 2;
 /// otherwise whoever sees it refused or dropped.
 pub(super) struct WriteClaim {
     pub(super) state: Arc<AtomicU8>,
-    pub(super) shared: Arc<ActorShared>,
+    /// Weak: a running write never keeps the actor alive.
+    pub(super) shared: Weak<ActorShared>,
     pub(super) name: Arc<str>,
     pub(super) generation: MetadataGeneration,
 }
@@ -335,7 +355,7 @@ impl WriteClaim {
     pub(super) fn clone_handle(&self) -> Self {
         Self {
             state: Arc::clone(&self.state),
-            shared: Arc::clone(&self.shared),
+            shared: Weak::clone(&self.shared),
             name: Arc::clone(&self.name),
             generation: self.generation,
         }
@@ -365,11 +385,14 @@ impl WriteClaim {
             )
             .is_ok()
         {
-            self.shared.complete(
-                &self.name,
-                self.generation,
-                MetadataIoCommitOutcome::FailedBeforeCommit(error),
-            );
+            self.report(MetadataIoCommitOutcome::FailedBeforeCommit(error));
+        }
+    }
+
+    /// Tells the actor, if it is still there, how the write ended.
+    pub(super) fn report(&self, outcome: MetadataIoCommitOutcome) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.complete(&self.name, self.generation, outcome);
         }
     }
 }
@@ -379,11 +402,15 @@ impl WriteClaim {
 /// (`deferred`), which reports the lane's error instead.
 pub(super) struct ClosureClaim {
     pub(super) claim: Option<WriteClaim>,
+    /// The target stays registered while the closure exists.
+    pub(super) registration: Option<TargetRegistration>,
     pub(super) deferred: Arc<AtomicBool>,
 }
 
 impl Drop for ClosureClaim {
     fn drop(&mut self) {
+        // The target is released before the write is settled.
+        drop(self.registration.take());
         if let Some(claim) = self.claim.take() {
             if !self.deferred.load(Ordering::SeqCst) {
                 claim.abandon(RuntimeError::closed(

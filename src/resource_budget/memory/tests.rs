@@ -315,6 +315,19 @@ fn environment_overrides_every_file() {
     );
 }
 
+/// The specification's rule: `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` accepts
+/// any positive integer, however small.
+#[test]
+fn environment_limit_accepts_any_positive_integer() {
+    let view = v2_host();
+    for bytes in [1, 512, (1 << 20) - 1, u64::MAX] {
+        assert_eq!(
+            from_env(&bytes.to_string(), &view),
+            limit(bytes, MemoryLimitSource::Environment)
+        );
+    }
+}
+
 #[test]
 fn invalid_environment_value_is_a_configuration_error() {
     let view = v2_host();
@@ -327,7 +340,6 @@ fn invalid_environment_value_is_a_configuration_error() {
         "1.5",
         "1 GiB",
         "18446744073709551616",
-        "1048575",
     ] {
         let result = ProcessMemoryLimit::detect_from(Some(value.into()), &view);
         let error = result.as_ref().expect_err("refused").clone();
@@ -338,7 +350,9 @@ fn invalid_environment_value_is_a_configuration_error() {
         assert_eq!(violation.variable(), PROCESS_MEMORY_LIMIT_ENV);
         assert_eq!(violation.value(), value.escape_debug().to_string());
         assert!(
-            violation.to_string().contains("at least 1048576"),
+            violation
+                .to_string()
+                .contains("a positive whole number of bytes"),
             "{violation}"
         );
     }

@@ -59,8 +59,10 @@ pub enum QueuePushRejection {
 /// another budget tree: the item and the permit come back together, the
 /// permit's charge unchanged.
 pub struct ForeignPermit<T> {
-    pub(super) item: T,
-    pub(super) permit: ResourcePermit,
+    /// The item, unchanged.
+    pub item: T,
+    /// The permit, still charged where it was.
+    pub permit: ResourcePermit,
 }
 
 impl<T> ForeignPermit<T> {

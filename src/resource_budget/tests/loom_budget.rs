@@ -20,13 +20,13 @@ fn assert_within(budget: &ResourceBudget) {
 /// Both level representations: small limits pack count and bytes into one
 /// word; an unbounded root count (like the process budget) keeps them in
 /// two atomics, reserved count first with a rollback.
-#[test]
-fn loom_competing_acquirers_and_a_release_never_exceed_a_level() {
+#[cfg_attr(test, test)]
+pub fn loom_competing_acquirers_and_a_release_never_exceed_a_level() {
     competing_acquirers(3);
 }
 
-#[test]
-fn loom_competing_acquirers_with_an_unpacked_root() {
+#[cfg_attr(test, test)]
+pub fn loom_competing_acquirers_with_an_unpacked_root() {
     competing_acquirers(usize::MAX);
 }
 
@@ -73,8 +73,8 @@ fn competing_acquirers(root_count: usize) {
 /// the key's bytes right after closing sees it), or it is refused. Without
 /// the gate re-check after reserving, growth that passed the gate before
 /// the close could be charged after it.
-#[test]
-fn loom_resize_racing_a_key_close_is_charged_before_it_or_refused() {
+#[cfg_attr(test, test)]
+pub fn loom_resize_racing_a_key_close_is_charged_before_it_or_refused() {
     loom::model(|| {
         let tree = ResourceBudgetTree::new("process", BudgetLimit::new(4, 100, FullPolicy::Reject))
             .expect("valid");
@@ -102,8 +102,8 @@ fn loom_resize_racing_a_key_close_is_charged_before_it_or_refused() {
 /// A rebind into a dynamic key racing the key's close: a permit that
 /// moves in was charged before the close finished, or the rebind is
 /// refused and the permit stays where it was.
-#[test]
-fn loom_rebind_racing_a_key_close_is_charged_before_it_or_refused() {
+#[cfg_attr(test, test)]
+pub fn loom_rebind_racing_a_key_close_is_charged_before_it_or_refused() {
     use crate::resource_budget::PermitRebindOutcome;
 
     loom::model(|| {

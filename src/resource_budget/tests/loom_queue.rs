@@ -27,8 +27,8 @@ impl MonotonicClock for CountingClock {
     }
 }
 
-#[test]
-fn loom_a_push_racing_the_first_observation_is_stamped() {
+#[cfg_attr(test, test)]
+pub fn loom_a_push_racing_the_first_observation_is_stamped() {
     loom::model(|| {
         let tree = ResourceBudgetTree::with_clock(
             "process",

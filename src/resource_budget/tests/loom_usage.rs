@@ -8,8 +8,8 @@ use loom::thread;
 /// counter (every other release wraps it into `carried`): the snapshot
 /// never counts a release twice or loses one, never sees more released
 /// than admitted, and the totals end exact.
-#[test]
-fn loom_release_counter_wraps_without_a_lost_or_doubled_release() {
+#[cfg_attr(test, test)]
+pub fn loom_release_counter_wraps_without_a_lost_or_doubled_release() {
     loom::model(|| {
         let usage = Arc::new(Usage::with_min_release_bits(3, (1 << 61) - 1, 1));
         for _ in 0..3 {

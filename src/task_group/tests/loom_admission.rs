@@ -40,8 +40,8 @@ fn register_in_first_shard(gate: &TestGate, count: usize) -> Vec<(u64, u32)> {
 /// A spawn racing a shutdown is either registered before the seal (and then
 /// aborted by the shutdown, whether or not its handle was installed yet) or
 /// rejected with `Closed`: never lost, never registered after the seal.
-#[test]
-fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
+#[cfg_attr(test, test)]
+pub fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let aborts = Arc::new(AtomicUsize::new(0));
@@ -98,8 +98,8 @@ fn loom_spawn_racing_shutdown_is_registered_or_rejected() {
 
 /// An abort requested concurrently with the handle installation reaches the
 /// task exactly when it is still registered.
-#[test]
-fn loom_abort_racing_handle_installation_is_honoured() {
+#[cfg_attr(test, test)]
+pub fn loom_abort_racing_handle_installation_is_honoured() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let aborts = Arc::new(AtomicUsize::new(0));
@@ -132,8 +132,8 @@ fn loom_abort_racing_handle_installation_is_honoured() {
 
 /// Settlement racing a panic-poisoning check and a seal: a panic poisons the
 /// group only if it settled while the group was open, and exactly once.
-#[test]
-fn loom_panic_poisons_only_an_open_group_once() {
+#[cfg_attr(test, test)]
+pub fn loom_panic_poisons_only_an_open_group_once() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let first = register(&gate).expect("open gate");
@@ -158,8 +158,8 @@ fn loom_panic_poisons_only_an_open_group_once() {
 /// A panic settled concurrently with the seal poisons the group only if it
 /// settled before the seal: once an observer sees the group sealed and not
 /// poisoned, it never becomes poisoned (lifecycle states are monotonic).
-#[test]
-fn loom_no_poisoning_after_the_seal() {
+#[cfg_attr(test, test)]
+pub fn loom_no_poisoning_after_the_seal() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let (seq, slot) = register(&gate).expect("open gate");
@@ -184,8 +184,8 @@ fn loom_no_poisoning_after_the_seal() {
 /// then settles: the group is never empty, so a concurrent count on the
 /// open gate never reads zero (a lock-free shard-by-shard sum could read the
 /// earlier shard before the spawn and the later one after the settlement).
-#[test]
-fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
+#[cfg_attr(test, test)]
+pub fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         // Registrations rotate over the shards under loom: fill shards
@@ -220,8 +220,8 @@ fn loom_an_open_gate_never_counts_a_busy_group_as_empty() {
 /// once: each publishes its settled count and then reads the other shard,
 /// so at least one of them reports the group idle; both results are
 /// counted once when a report applies the pending settlements.
-#[test]
-fn loom_last_settlements_in_two_shards_report_the_group_idle() {
+#[cfg_attr(test, test)]
+pub fn loom_last_settlements_in_two_shards_report_the_group_idle() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let first = register(&gate).expect("open gate");
@@ -251,8 +251,8 @@ fn loom_last_settlements_in_two_shards_report_the_group_idle() {
 /// A settlement racing a deadline walk and a report: the task is counted
 /// exactly once; a task that completed is never counted as timed out; the
 /// walk's abort request is balanced when the settlement is applied.
-#[test]
-fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
+#[cfg_attr(test, test)]
+pub fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let aborts = Arc::new(AtomicUsize::new(0));
@@ -286,8 +286,8 @@ fn loom_settlement_racing_a_walk_and_a_report_is_counted_once() {
 /// A table whose settled count stays below the registered count it last
 /// read skips the idle check; its last settlement must not: of the last
 /// settlements of two tables, racing, at least one reports the group idle.
-#[test]
-fn loom_a_table_skipping_idle_checks_still_reports_its_last_settlement() {
+#[cfg_attr(test, test)]
+pub fn loom_a_table_skipping_idle_checks_still_reports_its_last_settlement() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         // Registrations rotate over the shards under loom: nine tasks put
@@ -322,8 +322,8 @@ fn loom_a_table_skipping_idle_checks_still_reports_its_last_settlement() {
 /// An idle watcher (the shutdown drain) registers and then counts; the
 /// last settlement reports idleness and then reads the watchers: either
 /// the watcher sees the group empty or the settlement sees the watcher.
-#[test]
-fn loom_an_idle_watcher_is_never_left_waiting() {
+#[cfg_attr(test, test)]
+pub fn loom_an_idle_watcher_is_never_left_waiting() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let (seq, slot) = register(&gate).expect("open gate");
@@ -348,8 +348,8 @@ fn loom_an_idle_watcher_is_never_left_waiting() {
 /// may reuse its slot never lands on the new task: a stamp is published
 /// before its task's settlement and applied no later than it (stamps first
 /// within an application), and a stamp whose record is gone is dropped.
-#[test]
-fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
+#[cfg_attr(test, test)]
+pub fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         let (first_seq, first_slot) = register_in_first_shard(&gate, 1)[0];
@@ -384,8 +384,8 @@ fn loom_a_stamp_racing_settlement_and_slot_reuse_stamps_only_its_task() {
 /// A settler whose batch fills while a reader holds the table lock leaves
 /// the batch pending (`try_lock`) instead of waiting; nothing is lost or
 /// counted twice: the reader, or the report after it, applies it.
-#[test]
-fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
+#[cfg_attr(test, test)]
+pub fn loom_a_full_batch_behind_a_held_table_lock_is_applied_later() {
     loom::model(|| {
         let gate = Arc::new(TestGate::new(OPEN));
         // Three tasks in shard 0: two settle, one stays live so the shard

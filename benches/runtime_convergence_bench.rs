@@ -5,6 +5,8 @@
 //! | `operation_task/10000` (Criterion + paired) | `tokio::spawn` + join every handle | `spawn_operation` / `spawn_draining_operation` of one `OperationContext` + `wait` |
 //! | `draining_submission/{1,4,8}` (per call) | `Handle::spawn` from each thread | `spawn_draining_operation` from each thread into one shared group, or one group per thread |
 //! | `allocations` | — | heap bytes retained by an idle group, an operation, a child context |
+//! | `permit_acquire_release/{1,4,8}` (per call) | `Semaphore::try_acquire` + drop from each thread | `try_acquire_data` + drop on a child budget of one shared `process` root, one child per thread |
+//! | `blocking_start_order` | `spawn_blocking` of 64 jobs onto a 1-thread-bound section | 64 jobs into a storage lane of concurrency 1, submitted in order while the lane is held |
 //!
 //! Every Tokio runtime (multi-thread, 2 workers) is built outside the timed
 //! regions. `operation_task` measures register, run, settle and wait of
@@ -26,6 +28,21 @@
 //!
 //! The allocation counts come from a counting global allocator (it adds a
 //! thread-local check to every allocation of both sides).
+//!
+//! `permit_acquire_release` times every acquire-and-release pair on N
+//! threads (N = 1, 4, 8) behind a barrier: under one shared root, every
+//! thread's reservation crosses the root's usage word, which is the
+//! contention the process budget adds (a `Semaphore` per thread is the
+//! uncontended baseline; one shared `Semaphore` the contended one). The
+//! summary gives per-call percentiles per mode.
+//!
+//! `blocking_start_order` holds a lane of concurrency 1 with a first job,
+//! submits 63 more in order from one task (each waits in the lane's queue),
+//! releases the first and records the order in which the closures start:
+//! the lane admits its waiters in arrival order, so `out_of_order` is 0 on
+//! every round; it also gives each job's queue wait. The baseline is bare
+//! `spawn_blocking`, where the 64 closures take a `Mutex` in whatever order
+//! the blocking pool runs them (no order is promised).
 //!
 //! Output: `<target>/runtime-measurements/runtime_convergence_<label>.json`
 //! with `<label>` from `ROCKETMQ_BENCH_LABEL` (default `local`).
@@ -362,6 +379,273 @@ fn allocations() -> Value {
     })
 }
 
+const PERMIT_CALLS: usize = 100_000;
+const PERMIT_THREADS: [usize; 3] = [1, 4, 8];
+
+/// How permits are taken in `permit_acquire_release`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PermitMode {
+    /// One `Semaphore` per thread (no contention).
+    SemaphorePerThread,
+    /// One `Semaphore` for every thread.
+    SharedSemaphore,
+    /// One child budget per thread under one shared `process` root.
+    BudgetSharedRoot,
+}
+
+impl PermitMode {
+    const ALL: [PermitMode; 3] = [
+        PermitMode::SemaphorePerThread,
+        PermitMode::SharedSemaphore,
+        PermitMode::BudgetSharedRoot,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::SemaphorePerThread => "semaphore_per_thread",
+            Self::SharedSemaphore => "shared_semaphore",
+            Self::BudgetSharedRoot => "budget_shared_root",
+        }
+    }
+}
+
+/// One round of `threads` threads, each timing `PERMIT_CALLS / threads`
+/// acquire-and-release pairs; returns the per-call latencies in ns.
+fn permit_round(mode: PermitMode, threads: usize) -> Vec<f64> {
+    use rocketmq_runtime::{BudgetLimit, FullPolicy, ResourceBudgetTree};
+    use tokio::sync::Semaphore;
+
+    let per_thread = PERMIT_CALLS / threads;
+    let tree = ResourceBudgetTree::new(
+        "process",
+        BudgetLimit::new(usize::MAX, 1 << 30, FullPolicy::Reject),
+    )
+    .expect("valid root");
+    let shared = Arc::new(Semaphore::new(1 << 20));
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|index| {
+            let budget = tree
+                .root()
+                .child(
+                    format!("component-{index}"),
+                    BudgetLimit::new(1 << 16, 1 << 24, FullPolicy::Reject),
+                )
+                .expect("fits");
+            let own = Semaphore::new(1 << 16);
+            let shared = Arc::clone(&shared);
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                let mut latencies = Vec::with_capacity(per_thread);
+                start.wait();
+                for _ in 0..per_thread {
+                    let call = Instant::now();
+                    match mode {
+                        PermitMode::SemaphorePerThread => {
+                            drop(own.try_acquire().expect("room"));
+                        }
+                        PermitMode::SharedSemaphore => {
+                            drop(shared.try_acquire().expect("room"));
+                        }
+                        PermitMode::BudgetSharedRoot => {
+                            drop(budget.try_acquire_data(64).expect("room"));
+                        }
+                    }
+                    latencies.push(call.elapsed().as_nanos() as f64);
+                }
+                latencies
+            })
+        })
+        .collect();
+    let latencies = workers
+        .into_iter()
+        .flat_map(|worker| worker.join().expect("permit thread"))
+        .collect();
+    assert_eq!(
+        tree.root().snapshot().current_count,
+        0,
+        "every permit released"
+    );
+    latencies
+}
+
+/// Per-call percentiles of `permit_acquire_release`, the modes taking
+/// turns over `SUBMISSION_ROUNDS` rounds (round 0 warms).
+fn permit_pass() -> Value {
+    let mut results = Map::new();
+    for threads in PERMIT_THREADS {
+        let mut calls: Vec<Vec<f64>> = vec![Vec::new(); PermitMode::ALL.len()];
+        for round in 0..=SUBMISSION_ROUNDS {
+            let mut order = PermitMode::ALL;
+            order.rotate_left(round % PermitMode::ALL.len());
+            for mode in order {
+                let latencies = permit_round(mode, threads);
+                if round > 0 {
+                    calls[mode as usize].extend(latencies);
+                }
+            }
+        }
+        let mut by_mode = Map::new();
+        for mode in PermitMode::ALL {
+            let sorted = &mut calls[mode as usize];
+            sorted.sort_by(f64::total_cmp);
+            by_mode.insert(
+                mode.label().to_owned(),
+                json!({
+                    "call_p50_ns": quantile(sorted, 0.50),
+                    "call_p90_ns": quantile(sorted, 0.90),
+                    "call_p99_ns": quantile(sorted, 0.99),
+                    "call_max_ns": sorted.last().copied().unwrap_or(f64::NAN),
+                    "calls": sorted.len(),
+                }),
+            );
+        }
+        results.insert(threads.to_string(), Value::Object(by_mode));
+    }
+    json!({ "threads": results, "rounds": SUBMISSION_ROUNDS, "calls_per_round": PERMIT_CALLS })
+}
+
+const ORDER_JOBS: usize = 64;
+const ORDER_ROUNDS: usize = 20;
+
+type StartLog = Arc<std::sync::Mutex<Vec<usize>>>;
+
+/// Closures that started after one submitted later than them.
+fn out_of_order(log: &StartLog) -> usize {
+    let order = log.lock().expect("order").clone();
+    order
+        .iter()
+        .enumerate()
+        .filter(|(position, index)| order[..*position].iter().any(|earlier| earlier > index))
+        .count()
+}
+
+/// One lane round: the first job holds the lane (concurrency 1), the other
+/// 63 are submitted in order (each in the lane's queue before the next),
+/// then the first is released. Returns the out-of-order starts and the
+/// queued jobs' waits in ns.
+fn lane_round(
+    owner: &rocketmq_runtime::RuntimeOwner,
+    lane: &rocketmq_runtime::BlockingExecutor,
+) -> (usize, Vec<f64>) {
+    let log: StartLog = Arc::new(std::sync::Mutex::new(Vec::with_capacity(ORDER_JOBS)));
+    let waits = owner.block_on(async {
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let (running, first_runs) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let (lane, log) = (lane.clone(), Arc::clone(&log));
+            tokio::spawn(async move {
+                lane.spawn_io("first", move || {
+                    log.lock().expect("order").push(0);
+                    let _ = running.send(());
+                    hold.recv().expect("released");
+                })
+                .await
+            })
+        };
+        first_runs.await.expect("the first job runs");
+        let mut jobs = Vec::with_capacity(ORDER_JOBS);
+        for index in 1..ORDER_JOBS {
+            let (queue, log) = (lane.clone(), Arc::clone(&log));
+            let submitted = Instant::now();
+            jobs.push(tokio::spawn(async move {
+                queue
+                    .spawn_io("ordered", move || {
+                        log.lock().expect("order").push(index);
+                        submitted.elapsed().as_nanos() as f64
+                    })
+                    .await
+            }));
+            // The submission is in the lane's queue before the next one.
+            while lane.snapshot().queued < index {
+                tokio::task::yield_now().await;
+            }
+        }
+        release.send(()).expect("the first job waits");
+        first.await.expect("joined").expect("ran");
+        let mut waits = Vec::with_capacity(ORDER_JOBS);
+        for job in jobs {
+            waits.push(job.await.expect("joined").expect("ran"));
+        }
+        waits
+    });
+    (out_of_order(&log), waits)
+}
+
+/// One baseline round: the same jobs through bare `spawn_blocking`.
+fn raw_round(rt: &Runtime) -> usize {
+    let log: StartLog = Arc::new(std::sync::Mutex::new(Vec::with_capacity(ORDER_JOBS)));
+    rt.block_on(async {
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let (running, first_runs) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let log = Arc::clone(&log);
+            tokio::task::spawn_blocking(move || {
+                log.lock().expect("order").push(0);
+                let _ = running.send(());
+                hold.recv().expect("released");
+            })
+        };
+        first_runs.await.expect("the first job runs");
+        let jobs: Vec<_> = (1..ORDER_JOBS)
+            .map(|index| {
+                let log = Arc::clone(&log);
+                tokio::task::spawn_blocking(move || log.lock().expect("order").push(index))
+            })
+            .collect();
+        release.send(()).expect("the first job waits");
+        first.await.expect("joined");
+        for job in jobs {
+            job.await.expect("joined");
+        }
+    });
+    out_of_order(&log)
+}
+
+/// `blocking_start_order`: a lane of concurrency 1 against bare
+/// `spawn_blocking`, `ORDER_ROUNDS` rounds each.
+fn start_order_pass() -> Value {
+    use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+
+    let mut config = RuntimeConfig::for_parallelism("start-order", 2);
+    config.blocking_lane_policies.storage_io.max_concurrency = 1;
+    config.blocking_lane_policies.storage_io.max_queue_depth = ORDER_JOBS * 2;
+    let owner = RuntimeOwner::plan(config)
+        .expect("valid")
+        .build()
+        .expect("runtime");
+    let lane = owner
+        .root_context()
+        .component("ordered")
+        .storage_io()
+        .clone();
+    let rt = runtime();
+    let (mut lane_out_of_order, mut raw_out_of_order) = (0, 0);
+    let mut waits = Vec::new();
+    for _ in 0..ORDER_ROUNDS {
+        let (out_of_order, round_waits) = lane_round(&owner, &lane);
+        lane_out_of_order += out_of_order;
+        waits.extend(round_waits);
+        raw_out_of_order += raw_round(&rt);
+    }
+    waits.sort_by(f64::total_cmp);
+    drop(lane);
+    let report = owner.shutdown_runtime_blocking().expect("outside Tokio");
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(
+        lane_out_of_order, 0,
+        "a lane starts its waiters in arrival order"
+    );
+    json!({
+        "rounds": ORDER_ROUNDS,
+        "jobs_per_round": ORDER_JOBS,
+        "lane_out_of_order": lane_out_of_order,
+        "raw_spawn_blocking_out_of_order": raw_out_of_order,
+        "lane_queue_wait_p50_ns": quantile(&waits, 0.50),
+        "lane_queue_wait_p99_ns": quantile(&waits, 0.99),
+    })
+}
+
 /// Targets, judged on paired medians.
 const OPERATION_TARGET: f64 = 1.5;
 const SHARED_GROUP_TARGET: f64 = 2.0;
@@ -383,6 +667,8 @@ fn main() {
     let paired: Vec<Value> = paired_operation_tasks().iter().map(paired_json).collect();
     let submission = submission_pass();
     let allocations = allocations();
+    let permits = permit_pass();
+    let start_order = start_order_pass();
     let shared_8 = submission["shared_over_per_thread_wall_ratio"]["8"]
         .as_f64()
         .unwrap_or(f64::NAN);
@@ -416,6 +702,8 @@ fn main() {
         "paired_median_ratios": paired,
         "draining_submission": submission,
         "allocations": allocations,
+        "permit_acquire_release": permits,
+        "blocking_start_order": start_order,
         "targets": targets,
     });
     let label = std::env::var("ROCKETMQ_BENCH_LABEL").unwrap_or_else(|_| "local".to_owned());

@@ -22,8 +22,28 @@
 //! Output: `<target>/runtime-measurements/runtime_diagnostics.json`.
 //!
 //! Run: `cargo bench --bench runtime_diagnostics_bench`.
+//!
+//! With `ROCKETMQ_MEASURE_SAMPLING=1` the bench also takes independent
+//! samples and writes `<target>/runtime-measurements/sampling-costs.json`:
+//!
+//! 1. 101 samples of each population (1,000, 10,000, 100,000 tasks) and
+//!    detail case (V2 aggregate, V2 with a detail list, V1, a (7, 3) detail
+//!    request): each sample times one call and counts the allocation and
+//!    reallocation requests (and bytes) the sampling thread made during it,
+//!    with a counting global allocator. Allocations of other threads, live
+//!    or peak process memory are not counted; setup, teardown and the
+//!    returned view's destruction are outside the timer;
+//! 2. three pairs of 5,000 submit/completion observations: 5,000 tasks
+//!    spawned into a group of the 100,000-task population, each submission
+//!    call timed, and each task's time from submission to its first poll,
+//!    without a sampler and then with one taking a V2 view every 10 ms on
+//!    another thread; the percentiles of both and their ratio. Submissions
+//!    are paced (50 per millisecond) so a round spans many sampler periods.
 
 mod support;
+
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,7 +61,11 @@ use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use support::{paired_median, publish, run_criterion, runtime, target};
+use counting_alloc::CountingAllocator;
+use support::{paired_median, publish, quantile, run_criterion, runtime, target};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const ROUNDS: usize = 15;
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
@@ -237,9 +261,168 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+const SAMPLES: usize = 101;
+const OBSERVED_TASKS: usize = 5_000;
+const SAMPLER_DELAY: Duration = Duration::from_millis(10);
+const OBSERVATION_PAIRS: usize = 3;
+
+/// Percentiles of `values` (sorted here).
+fn percentiles(mut values: Vec<f64>) -> serde_json::Value {
+    values.sort_by(f64::total_cmp);
+    json!({
+        "p50": quantile(&values, 0.50),
+        "p90": quantile(&values, 0.90),
+        "p99": quantile(&values, 0.99),
+        "max": values.last().copied().unwrap_or(f64::NAN),
+        "samples": values.len(),
+    })
+}
+
+/// `SAMPLES` independent samples of one call: its time and the allocations
+/// the calling thread made during it (the returned value is dropped after
+/// the timer and the counter stop).
+fn sample<T>(mut call: impl FnMut() -> T) -> serde_json::Value {
+    let (mut nanos, mut allocations, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..SAMPLES {
+        counting_alloc::start_counting();
+        let started = Instant::now();
+        let value = black_box(call());
+        let elapsed = started.elapsed();
+        let made = counting_alloc::allocations();
+        let retained = counting_alloc::stop_counting();
+        drop(value);
+        nanos.push(elapsed.as_nanos() as f64);
+        allocations.push(made as f64);
+        bytes.push(retained as f64);
+    }
+    json!({
+        "time_ns": percentiles(nanos),
+        "allocations": percentiles(allocations),
+        "net_bytes_retained_by_the_result": percentiles(bytes),
+    })
+}
+
+/// One round of `OBSERVED_TASKS` submissions into `group`: each call's time
+/// and each task's time from submission to its first poll, in ns.
+fn observe_submissions(rt: &Runtime, group: &TaskGroup) -> (Vec<f64>, Vec<f64>) {
+    rt.block_on(async {
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        let mut submits = Vec::with_capacity(OBSERVED_TASKS);
+        for index in 0..OBSERVED_TASKS {
+            // Paced (50 submissions per millisecond) so a round spans many
+            // sampler periods, with and without the sampler alike.
+            if index % 50 == 49 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let sender = sender.clone();
+            let submitted = Instant::now();
+            group
+                .spawn("observed", TaskKind::Worker, async move {
+                    let _ = sender.send(submitted.elapsed().as_nanos() as f64);
+                })
+                .expect("open group");
+            submits.push(submitted.elapsed().as_nanos() as f64);
+        }
+        drop(sender);
+        let mut completions = Vec::with_capacity(OBSERVED_TASKS);
+        while let Some(nanos) = receiver.recv().await {
+            completions.push(nanos);
+        }
+        (submits, completions)
+    })
+}
+
+/// The `ROCKETMQ_MEASURE_SAMPLING=1` pass (module docs).
+fn sampling_costs(rt: &Runtime) -> serde_json::Value {
+    let mut cases = serde_json::Map::new();
+    let mut largest = None;
+    for tasks in SIZES {
+        let population = populate(rt, tasks, flat(CHILDREN));
+        cases.insert(
+            format!("tasks/{tasks}"),
+            json!({
+                "aggregate_v2": sample(aggregate(&population)),
+                "v2_detail_list": sample(with_details(&population)),
+                "v1": sample(|| population.context.diagnostics_view_v1(RuntimeComponent::Broker)),
+                "details_7_3": sample(|| population.context.task_group().diagnostics_task_details(7, 3)),
+            }),
+        );
+        if let Some(previous) = largest.replace(population) {
+            Population::shutdown(previous, rt);
+        }
+    }
+    let population = largest.expect("three populations");
+    let group = population
+        .context
+        .task_group()
+        .try_child("observed")
+        .expect("open component");
+    let mut pairs = Vec::new();
+    for _ in 0..OBSERVATION_PAIRS {
+        let (quiet_submits, quiet_completions) = observe_submissions(rt, &group);
+        let stop = CancellationToken::new();
+        let sampler = {
+            let (context, stop) = (population.context.clone(), stop.clone());
+            let handle = rt.handle().clone();
+            std::thread::spawn(move || {
+                let _entered = handle.enter();
+                let mut views = 0usize;
+                while !stop.is_cancelled() {
+                    black_box(context.diagnostics_view_v2(
+                        RuntimeComponent::Broker,
+                        RuntimeDiagnosticsInputs::default(),
+                    ));
+                    views += 1;
+                    std::thread::park_timeout(SAMPLER_DELAY);
+                }
+                views
+            })
+        };
+        let (sampled_submits, sampled_completions) = observe_submissions(rt, &group);
+        stop.cancel();
+        let views = sampler.join().expect("sampler");
+        let p50 = |values: &[f64]| {
+            let mut sorted = values.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            quantile(&sorted, 0.50)
+        };
+        pairs.push(json!({
+            "without_sampler": {
+                "submit_ns": percentiles(quiet_submits.clone()),
+                "submit_to_first_poll_ns": percentiles(quiet_completions.clone()),
+            },
+            "with_sampler": {
+                "submit_ns": percentiles(sampled_submits.clone()),
+                "submit_to_first_poll_ns": percentiles(sampled_completions.clone()),
+                "views_taken": views,
+            },
+            "submit_p50_ratio": p50(&sampled_submits) / p50(&quiet_submits).max(f64::MIN_POSITIVE),
+            "completion_p50_ratio": p50(&sampled_completions) / p50(&quiet_completions).max(f64::MIN_POSITIVE),
+        }));
+    }
+    drop(group);
+    population.shutdown(rt);
+    json!({
+        "bench": "runtime_diagnostics_bench",
+        "samples_per_case": SAMPLES,
+        "allocation_counting": "allocation and reallocation requests of the sampling thread only",
+        "cases": cases,
+        "observations": {
+            "tasks_per_round": OBSERVED_TASKS,
+            "sampler_delay_ms": SAMPLER_DELAY.as_millis() as u64,
+            "population_tasks": SIZES[SIZES.len() - 1],
+            "pairs": pairs,
+        },
+    })
+}
+
 fn main() {
     if run_criterion(bench).is_none() {
         return;
+    }
+    if std::env::var("ROCKETMQ_MEASURE_SAMPLING").is_ok_and(|value| value == "1") {
+        let rt = runtime();
+        publish("sampling-costs.json", &sampling_costs(&rt));
     }
     let rt = runtime();
     let mut cases = serde_json::Map::new();

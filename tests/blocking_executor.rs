@@ -564,3 +564,92 @@ fn a_closure_that_reaches_a_pool_thread_after_its_deadline_never_runs() {
     }));
     assert!(!ran.load(Ordering::SeqCst), "started after its deadline");
 }
+
+/// Invariant 59's cap: an ordinary `spawn_until` with a far deadline is
+/// capped by the scope's installed shutdown deadline. The lane is full, a
+/// 1 s deadline is installed on the scope (still open: the shutdown future
+/// is dropped unpolled), and the submission with an hour's deadline times
+/// out at 1 s, before the lane's 5 s queue timeout, without running.
+///
+/// ```text
+/// t=0       lane full; scope deadline 1 s installed; spawn_until(1 h) queued
+/// t=999ms   still queued
+/// t=1s      TimedOut, the closure never ran
+/// ```
+///
+/// Paused time does not advance by itself while blocking closures run, so
+/// the test advances it.
+#[tokio::test(start_paused = true)]
+async fn an_ordinary_spawn_until_is_capped_by_the_scope_deadline() {
+    let ctx = support::harness("scope-capped");
+    let scope = ctx.service_context("scope");
+    let lane = scope.storage_io().clone();
+    let slots = lane.policy().max_concurrency;
+    assert!(lane.policy().queue_timeout > Duration::from_secs(1));
+    let mut gates = Vec::new();
+    for _ in 0..slots {
+        let (held, work) = gate();
+        let lane = lane.clone();
+        let task = tokio::spawn(async move { lane.spawn_io("held", work).await });
+        // Yields (never idles) until it runs.
+        until("the held closure starts", || {
+            held.started.try_recv().is_ok()
+        })
+        .await;
+        gates.push((held, task));
+    }
+    drop(
+        scope
+            .task_group()
+            .shutdown_until(ShutdownDeadline::after(Duration::from_secs(1))),
+    );
+    assert_eq!(
+        scope.task_group().lifecycle_state(),
+        rocketmq_runtime::TaskGroupLifecycleState::Open,
+        "only the deadline is installed"
+    );
+    let ran = Arc::new(AtomicBool::new(false));
+    let submission = {
+        let (lane, ran) = (lane.clone(), Arc::clone(&ran));
+        tokio::spawn(async move {
+            lane.spawn_until(
+                "capped",
+                BlockingKind::ShortIo,
+                ShutdownDeadline::after(Duration::from_secs(3_600)),
+                move || ran.store(true, Ordering::SeqCst),
+            )
+            .await
+        })
+    };
+    until("the submission is queued", || lane.snapshot().queued == 1).await;
+    tokio::time::advance(Duration::from_millis(999)).await;
+    assert!(
+        !submission.is_finished(),
+        "still queued before the scope deadline"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    // The expiry wakes it at once; a bounded number of yields (not a wait
+    // in time) lets it finish, so a missing cap fails here, not by hanging.
+    for _ in 0..1_000 {
+        if submission.is_finished() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        submission.is_finished(),
+        "timed out at the scope's 1 s deadline"
+    );
+    let error = submission
+        .await
+        .expect("joined")
+        .expect_err("capped by the scope deadline");
+    assert_eq!(error.kind(), RuntimeErrorKind::TimedOut);
+    assert!(!ran.load(Ordering::SeqCst), "never started");
+    for (held, task) in gates {
+        held.open();
+        task.await.expect("joined").expect("ran");
+    }
+    let report = ctx.shutdown_tasks(Duration::from_secs(5)).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+}

@@ -199,3 +199,82 @@ async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
     );
     assert!(!report.is_healthy());
 }
+
+/// Invariant 106: a monitor whose scope is cancelled before its first poll
+/// stops without taking anything (the cancellation wins), and the pending
+/// failure stays pending for the next handler.
+#[tokio::test(start_paused = true)]
+async fn a_monitor_cancelled_before_its_first_poll_leaves_the_failure_pending() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let harness = harness("monitor-cancelled");
+    let monitors = harness.service_context("monitors");
+    let failures = CriticalFailureState::new();
+    let failure = failures.record(CriticalFailureKind::Panicked, TaskKind::Service);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&handled);
+    failures
+        .spawn_monitor(&monitors.task_spawner(), "monitor", move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("spawned");
+    // Cancelled before the monitor's task is first polled.
+    monitors.task_group().cancel();
+    let report = guard("shutdown", harness.shutdown_tasks(Duration::from_secs(1))).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(handled.load(Ordering::SeqCst), 0, "the cancellation won");
+    assert_eq!(failures.pending(), Some(failure), "still pending");
+    assert_eq!(failures.handle(), Some(failure));
+}
+
+/// Invariant 106: competing monitors handle each record exactly once:
+/// three monitors, three failures recorded one after another (each once
+/// the previous one was handled): three handler calls in all.
+#[tokio::test(start_paused = true)]
+async fn competing_monitors_handle_each_record_exactly_once() {
+    use std::sync::Arc;
+
+    let harness = harness("competing-monitors");
+    let monitors = harness.service_context("monitors");
+    let failures = CriticalFailureState::new();
+    let handled = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for index in 0..3 {
+        let handled = Arc::clone(&handled);
+        failures
+            .spawn_monitor(&monitors.task_spawner(), "monitor", move |failure| {
+                handled.lock().expect("unpoisoned").push((index, failure));
+            })
+            .expect("spawned");
+    }
+    tokio::task::yield_now().await;
+    let mut recorded = Vec::new();
+    for round in 1..=3 {
+        recorded.push(failures.record(CriticalFailureKind::Panicked, TaskKind::Service));
+        guard("handled", async {
+            while handled.lock().expect("unpoisoned").len() < round {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            handled.lock().expect("unpoisoned").len(),
+            round,
+            "exactly once"
+        );
+        assert_eq!(failures.pending(), None);
+    }
+    let taken: Vec<_> = handled
+        .lock()
+        .expect("unpoisoned")
+        .iter()
+        .map(|(_, failure)| *failure)
+        .collect();
+    assert_eq!(taken, recorded);
+    monitors.task_group().cancel();
+    let report = guard("shutdown", harness.shutdown_tasks(Duration::from_secs(1))).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+}

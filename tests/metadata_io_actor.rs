@@ -529,9 +529,18 @@ fn a_running_write_does_not_keep_the_actor_alive() {
         "the coordinator waited for its write: {}",
         report.to_json()
     );
+    // The abort is requested at the deadline; the coordinator's future is
+    // destroyed when its worker gets to it (its record stays until then).
+    let group = broker.task_group().clone();
+    owner.block_on(support::guard("the coordinator is destroyed", async move {
+        while group.task_count() > 0 {
+            tokio::task::yield_now().await;
+        }
+    }));
     assert!(
         observer.snapshot().is_none(),
-        "the actor and its coordinator are destroyed while the write runs"
+        "the actor and its coordinator are destroyed while the write runs: {}",
+        report.to_json()
     );
     assert_eq!(
         process.snapshot().current_bytes,
@@ -622,4 +631,121 @@ fn a_generation_queued_before_a_fence_still_runs() {
     }
     let generations: Vec<u64> = fs.writes().into_iter().map(|(_, g)| g).collect();
     assert_eq!(generations, [2]);
+}
+
+/// A file system whose writes all wait at one gate, counting how many run
+/// at once.
+#[derive(Debug, Default)]
+struct GatedFs {
+    running: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl MetadataFileSystem for GatedFs {
+    fn persist_atomic(&self, _: &Path, _: &[u8]) -> RuntimeResult<()> {
+        use std::sync::atomic::Ordering;
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        let mut open = self.open.lock().expect("unpoisoned");
+        while !*open {
+            open = self.opened.wait(open).expect("unpoisoned");
+        }
+        drop(open);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Invariant 94: different resources are written concurrently up to
+/// `min(max_concurrent_writes, lane concurrency)`: with 8 writers asked
+/// for and a metadata lane of 2, two writes run and the other two
+/// resources wait queued; all four end durable.
+#[test]
+fn concurrent_writes_are_capped_by_the_lane_concurrency() {
+    use std::num::NonZeroUsize;
+    use std::sync::atomic::Ordering;
+
+    let mut config = rocketmq_runtime::RuntimeConfig::for_parallelism("lane-capped", 2);
+    config.blocking_lane_policies.metadata_io.max_concurrency = 2;
+    let owner = rocketmq_runtime::RuntimeOwner::plan(config)
+        .expect("valid")
+        .build()
+        .expect("builds");
+    let fs = Arc::new(GatedFs::default());
+    let actor = MetadataIoConfig::default()
+        .into_plan()
+        .expect("valid")
+        .with_max_concurrent_writes(NonZeroUsize::new(8).expect("positive"))
+        .start_with_file_system(
+            &owner.root_context().component("store"),
+            Arc::clone(&fs) as Arc<dyn MetadataFileSystem>,
+        )
+        .expect("started");
+    assert_eq!(
+        actor.effective_profile().actor_limits.max_concurrent_writes,
+        2
+    );
+    let receipts: Vec<_> = ["a", "b", "c", "d"]
+        .into_iter()
+        .map(|resource| accepted(actor.submit(request(resource, 1, 16), soon())))
+        .collect();
+    owner.block_on(support::guard("two writes run", async {
+        while fs.running.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+    }));
+    let snapshot = actor.snapshot();
+    let in_flight = snapshot
+        .resources
+        .iter()
+        .filter(|resource| resource.in_flight_generation.is_some())
+        .count();
+    let queued = snapshot
+        .resources
+        .iter()
+        .filter(|resource| resource.queued_generation.is_some())
+        .count();
+    assert_eq!((in_flight, queued), (2, 2));
+    *fs.open.lock().expect("unpoisoned") = true;
+    fs.opened.notify_all();
+    for receipt in receipts {
+        owner.block_on(receipt.wait_until(soon())).expect("durable");
+    }
+    assert_eq!(
+        fs.most.load(Ordering::SeqCst),
+        2,
+        "never more than the lane's 2"
+    );
+}
+
+/// Invariant 100's last clause: cancelling the actor's group stops
+/// admission (`Closed`, `MetadataIoClosed`); the work accepted before it
+/// is still written.
+#[test]
+fn group_cancellation_stops_actor_admission() {
+    let (owner, broker) = owner(None);
+    let fs = Arc::new(RecordingFs::default());
+    let actor = actor(&broker, &fs, 1);
+    let (release, first) = hold_first_write(&owner, &fs, &actor, request("offsets", 1, 16));
+    let queued = accepted(actor.submit(request("offsets", 2, 16), soon()));
+    broker.task_group().cancel();
+    let refused = actor
+        .submit(request("offsets", 3, 16), soon())
+        .expect_err("admission stopped by the group's cancellation");
+    assert_eq!(refused.kind(), RuntimeErrorKind::Closed);
+    assert_eq!(refused.operation(), RuntimeOperation::MetadataIoClosed);
+    assert!(!actor.snapshot().accepting);
+    release.send(()).expect("held write");
+    owner.block_on(first.wait_until(soon())).expect("durable");
+    assert_eq!(
+        owner
+            .block_on(queued.wait_until(soon()))
+            .expect("durable")
+            .get(),
+        2
+    );
+    let generations: Vec<u64> = fs.writes().into_iter().map(|(_, g)| g).collect();
+    assert_eq!(generations, [1, 2]);
 }

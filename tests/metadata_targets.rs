@@ -714,3 +714,72 @@ fn an_idle_open_actor_leaves_its_target_to_another_actor() {
     );
     assert_eq!(owner.resources().metadata_target_stats().live_owners, 0);
 }
+
+/// Invariant 102: each actor bounds its own resource cache by the
+/// registry's capacity. Another actor retires one of two histories, so the
+/// registry has room, but the first actor still caches both resources: its
+/// third resource is refused as `CapacityExhausted`, naming the capacity.
+#[test]
+fn an_actor_bounds_its_resource_cache_by_the_registry_capacity() {
+    let (owner, broker) = owner_with_capacity(2);
+    let fs = Arc::new(RecordingFs::default());
+    let first = actor(&broker, &fs, 1);
+    assert_eq!(
+        durable(
+            &owner,
+            &first,
+            at("one", "/tmp/rocketmq-test/cache-one.json", 1)
+        ),
+        1
+    );
+    assert_eq!(
+        durable(
+            &owner,
+            &first,
+            at("two", "/tmp/rocketmq-test/cache-two.json", 1)
+        ),
+        1
+    );
+    let other = owner.root_context().component("broker-2");
+    let second = actor(&other, &fs, 1);
+    assert_eq!(
+        durable(
+            &owner,
+            &second,
+            at("one", "/tmp/rocketmq-test/cache-one.json", 2)
+        ),
+        2
+    );
+    assert_eq!(
+        retire(&owner, &second, "one"),
+        MetadataTargetRetirementOutcome::Retired
+    );
+    assert_eq!(
+        owner.resources().metadata_target_stats().remaining_capacity,
+        1
+    );
+    let error = first
+        .submit(
+            at("three", "/tmp/rocketmq-test/cache-three.json", 1),
+            soon(),
+        )
+        .expect_err("the actor's cache is full");
+    assert_eq!(error.kind(), RuntimeErrorKind::CapacityExhausted);
+    assert_eq!(
+        error.context(),
+        Some(&RuntimeErrorContext::Capacity {
+            limit: "metadata target registry",
+            capacity: 2
+        })
+    );
+    let third = actor(&other, &fs, 1);
+    assert_eq!(
+        durable(
+            &owner,
+            &third,
+            at("three", "/tmp/rocketmq-test/cache-three.json", 1)
+        ),
+        1,
+        "the registry itself had room"
+    );
+}

@@ -1245,3 +1245,78 @@ async fn a_harness_process_budget_is_permissive() {
         .expect("fits any realistic size");
     assert_eq!(child.limit().capacity.bytes, 1 << 50);
 }
+
+/// Invariant 80: a waiting push is woken by a release anywhere in the
+/// tree, not only in its queue: here a sibling's permit holds the shared
+/// parent's only slot, and its release admits the waiting push at once.
+///
+/// ```text
+/// t=0   sibling holds the parent's slot; push_until(60 s) waits
+/// t=1s  still waiting; the sibling's permit is dropped -> Enqueued at 1 s
+/// ```
+#[tokio::test(start_paused = true)]
+async fn a_waiting_push_is_woken_by_a_release_anywhere_in_the_tree() {
+    let tree = tree(10, 10_000);
+    let parent = tree.root().child("parent", limit(1, 1_000)).expect("fits");
+    let queue = BudgetedQueue::new(
+        parent
+            .child(
+                "queue",
+                BudgetLimit::new(1, 1_000, FullPolicy::WaitUntilDeadline),
+            )
+            .expect("fits"),
+    );
+    let sibling = parent.child("sibling", limit(1, 1_000)).expect("fits");
+    let held = sibling.try_acquire_data(10).expect("the parent's slot");
+    let started = Instant::now();
+    let producer = tokio::spawn({
+        let queue = queue.clone();
+        async move {
+            queue
+                .push_until(7, 10, BudgetClass::Data, started + Duration::from_secs(60))
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(queue.snapshot().waiters, 1);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!producer.is_finished(), "the parent is still full");
+    drop(held);
+    let outcome = guard("producer", producer).await.expect("joins");
+    assert!(matches!(outcome, QueuePushOutcome::Enqueued), "{outcome:?}");
+    assert_eq!(
+        Instant::now(),
+        started + Duration::from_secs(1),
+        "woken by the release"
+    );
+    assert_eq!(queue.try_pop(), Some(7));
+}
+
+/// Invariant 80: a waiting push refused by a rate limit is refused at
+/// once (rate tokens are not capacity a release gives back).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_push_is_refused_at_once_on_rate_exhaustion() {
+    let tree = tree(10, 10_000);
+    let queue = BudgetedQueue::new(
+        tree.root()
+            .child(
+                "rated",
+                BudgetLimit::new(4, 1_000, FullPolicy::WaitUntilDeadline)
+                    .with_rate(RateLimit::new(1, 1)),
+            )
+            .expect("fits"),
+    );
+    assert!(queue.try_push_data(1, 10).is_accepted(), "the one token");
+    let started = Instant::now();
+    match queue
+        .push_until(2, 10, BudgetClass::Data, started + Duration::from_secs(60))
+        .await
+    {
+        QueuePushOutcome::Rejected {
+            item: 2,
+            rejection: QueuePushRejection::BudgetExhausted(rejection),
+        } => assert_eq!(rejection.dimension(), Some(BudgetDimension::Rate)),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(Instant::now(), started, "no wait");
+}

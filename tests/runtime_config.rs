@@ -423,3 +423,59 @@ fn a_runtime_the_os_cannot_start_is_a_build_error_not_a_panic() {
         rocketmq_runtime::RuntimeOperation::BuildTokioRuntime
     );
 }
+
+/// Set in the child process of
+/// `plan_starts_no_threads_and_detects_no_memory`.
+#[cfg(target_os = "linux")]
+const PLAN_CHILD: &str = "ROCKETMQ_TEST_PLAN_CHILD";
+
+/// Threads of this process, from `/proc/self/task`.
+#[cfg(target_os = "linux")]
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
+/// Invariant 1: `RuntimeOwner::plan` only validates. In a fresh process
+/// whose memory variable is unusable, planning succeeds and starts no
+/// thread; only `build` detects the memory limit (and refuses the variable,
+/// naming it).
+#[cfg(target_os = "linux")]
+#[test]
+fn plan_starts_no_threads_and_detects_no_memory() {
+    use rocketmq_runtime::{RuntimeErrorKind, RuntimeOperation, RuntimeOwner};
+
+    if std::env::var_os(PLAN_CHILD).is_some() {
+        let before = threads();
+        let plan = RuntimeOwner::plan(RuntimeConfig::for_parallelism("plan-only", 4))
+            .expect("planning reads no environment");
+        assert_eq!(threads(), before, "planning started a thread");
+        let error = plan.build().expect_err("build detects the memory limit");
+        assert_eq!(error.kind(), RuntimeErrorKind::Configuration);
+        assert_eq!(
+            error.operation(),
+            RuntimeOperation::DetectProcessMemoryLimit
+        );
+        println!("plan-child-checked");
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "plan_starts_no_threads_and_detects_no_memory",
+            "--test-threads",
+            "1",
+            "--nocapture",
+        ])
+        .env(PLAN_CHILD, "1")
+        .env("ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES", "not-a-number")
+        .output()
+        .expect("child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("plan-child-checked"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -61,7 +61,11 @@ fn a_thousand_retired_histories_through_one_slot() {
         );
         identities.push(identity);
         let stats = owner.resources().metadata_target_stats();
-        assert_eq!((stats.retained_targets, stats.live_owners), (1, 1));
+        assert_eq!(stats.retained_targets, 1);
+        assert!(
+            stats.live_owners <= 1,
+            "only a running write holds the target"
+        );
         let report = owner.block_on(actor.shutdown_until(soon()));
         assert!(!report.timed_out && report.unfinished.is_empty());
         assert_eq!(
@@ -235,12 +239,20 @@ fn detects_actual_cgroup_limit_and_uses_it_in_owner_planning() {
     assert_eq!(resources.memory_limit(), detected);
     let budget = resources.memory_budget();
     assert_eq!(budget.effective_limit_bytes(), expected);
-    assert_eq!(budget.managed_bytes(), expected, "the whole limit by default");
+    assert_eq!(
+        budget.managed_bytes(),
+        expected,
+        "the whole limit by default"
+    );
     assert_eq!(
         resources.process_budget().limit().capacity.bytes as u64,
         expected,
         "the process budget charges the detected limit"
     );
-    println!("detected {} bytes from {}", detected.bytes(), detected.source());
+    println!(
+        "detected {} bytes from {}",
+        detected.bytes(),
+        detected.source()
+    );
     owner.shutdown_runtime_blocking().expect("shuts down");
 }

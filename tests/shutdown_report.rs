@@ -288,7 +288,11 @@ fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
             assert!(!copy.is_healthy(), "the leaf's leak is seen");
             let json = report.to_json();
             assert!(!json.contains("truncated"), "the full tree");
-            assert_eq!(json.matches("\"children\": [").count(), DEPTH + 1, "every node, the leaf too");
+            assert_eq!(
+                json.matches("\"children\": [").count(),
+                DEPTH + 1,
+                "every node, the leaf too"
+            );
             assert_eq!(json.matches("\"name\": \"level-").count(), DEPTH);
             assert!(json.contains("\"name\": \"leaf\""));
             assert!(json.contains("\"leaked\": 1"));
@@ -322,7 +326,9 @@ fn to_json_matches_the_serialize_impl_and_writes_every_level() {
         .push(ShutdownAnnotation::new("note: {braces} and , commas"));
     let mut middle = ShutdownReport::new("middle", Duration::ZERO).with_reason("signal");
     middle.children.push(leaf.clone());
-    middle.children.push(ShutdownReport::new("empty", Duration::ZERO));
+    middle
+        .children
+        .push(ShutdownReport::new("empty", Duration::ZERO));
     let mut root = ShutdownReport::new("root", Duration::from_millis(1_203));
     root.children.push(middle);
     assert_eq!(

@@ -516,3 +516,131 @@ fn a_4096_deep_chain_shut_down_and_dropped_on_a_1_mib_stack() {
         drop(ctx);
     });
 }
+
+/// Invariant 20: a shutdown seals the whole accepted subtree before it
+/// cancels anything. A task of a leaf, woken by the cancellation, tries to
+/// register work in every group of the subtree (its own, its parent, a
+/// sibling subtree, the root of the shutdown) and to create children: every
+/// attempt is refused as `Closed`, so nothing joins after the seal.
+#[tokio::test]
+async fn shutdown_seals_the_whole_subtree_before_it_cancels() {
+    use rocketmq_runtime::RuntimeErrorKind;
+
+    let ctx = harness("seal-first");
+    let root = ctx.root_group().try_child("root").expect("open");
+    let middle = root.try_child("middle").expect("open");
+    let leaf = middle.try_child("leaf").expect("open");
+    let sibling = root.try_child("sibling").expect("open");
+    let (refusals_tx, refusals_rx) = tokio::sync::oneshot::channel();
+    let token = leaf.cancellation_token();
+    let targets = [root.clone(), middle.clone(), leaf.clone(), sibling.clone()];
+    leaf.spawn_service("late-registrar", async move {
+        token.cancelled().await;
+        let mut kinds = Vec::new();
+        for group in &targets {
+            kinds.push(
+                group
+                    .spawn("late", TaskKind::Worker, async {})
+                    .expect_err("sealed before the cancellation")
+                    .kind(),
+            );
+            kinds.push(
+                group
+                    .try_child("late-child")
+                    .expect_err("sealed before the cancellation")
+                    .kind(),
+            );
+        }
+        let _ = refusals_tx.send(kinds);
+    })
+    .expect("open");
+    let report = guard("shutdown", root.shutdown(Duration::from_secs(5))).await;
+    let kinds = refusals_rx.await.expect("the woken task tried");
+    assert_eq!(kinds, vec![RuntimeErrorKind::Closed; 8]);
+    assert!(report.is_healthy(), "{}", report.to_json());
+    assert_eq!(
+        tree_nodes(&report),
+        4,
+        "root, middle, leaf, sibling: nothing late"
+    );
+}
+
+/// Invariant 19 to an outside observer: a thread sampling a group's state
+/// while it shuts down sees the states in shutdown order (never back),
+/// `Closed` and `ShutdownCompleted` only once the token is cancelled, and
+/// `ShutdownCompleted` as soon as the shutdown has returned. Repeated, so a
+/// late completion mark would be caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_states_are_observed_in_shutdown_order() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    const ORDER: [TaskGroupLifecycleState; 4] = [
+        TaskGroupLifecycleState::Open,
+        TaskGroupLifecycleState::Closing,
+        TaskGroupLifecycleState::Closed,
+        TaskGroupLifecycleState::ShutdownCompleted,
+    ];
+    let ctx = harness("watched");
+    for round in 0..200 {
+        let group = ctx.root_group().try_child("watched").expect("open");
+        let child = group.try_child("child").expect("open");
+        for watched in [&group, &child] {
+            let token = watched.cancellation_token();
+            watched
+                .spawn_service("cooperative", async move { token.cancelled().await })
+                .expect("open");
+        }
+        let returned = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (group, returned) = (group.clone(), Arc::clone(&returned));
+            std::thread::spawn(move || {
+                let mut seen = vec![group.lifecycle_state()];
+                loop {
+                    // Read before the state: a `true` here means the
+                    // shutdown returned before the state below was read.
+                    let done = returned.load(Ordering::Acquire);
+                    let state = group.lifecycle_state();
+                    if matches!(
+                        state,
+                        TaskGroupLifecycleState::Closed
+                            | TaskGroupLifecycleState::ShutdownCompleted
+                    ) {
+                        assert!(
+                            group.cancellation_token().is_cancelled(),
+                            "{state:?} before cancellation"
+                        );
+                    }
+                    if seen.last() != Some(&state) {
+                        seen.push(state);
+                    }
+                    if done {
+                        assert_eq!(
+                            state,
+                            TaskGroupLifecycleState::ShutdownCompleted,
+                            "read after the shutdown returned"
+                        );
+                        return seen;
+                    }
+                }
+            })
+        };
+        let report = guard("shutdown", group.shutdown(Duration::from_secs(5))).await;
+        returned.store(true, Ordering::Release);
+        let seen = watcher.join().expect("watcher");
+        let positions: Vec<usize> = seen
+            .iter()
+            .map(|state| {
+                ORDER
+                    .iter()
+                    .position(|expected| expected == state)
+                    .expect("a shutdown state")
+            })
+            .collect();
+        assert!(
+            positions.windows(2).all(|pair| pair[0] < pair[1]),
+            "round {round}: {seen:?}"
+        );
+        assert!(report.is_healthy(), "{}", report.to_json());
+    }
+}

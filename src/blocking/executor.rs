@@ -313,6 +313,30 @@ impl BlockingExecutor {
         Ok(())
     }
 
+    /// Submits work accepted earlier, while its owner still admitted it
+    /// (crate: the metadata actor's queued writes): like a drain lease's
+    /// submission, it is bounded by `deadline` capped by the scope's
+    /// installed shutdown deadline, and the scope's closing or cancellation
+    /// does not refuse it (an isolated executor's stop does).
+    pub(crate) fn spawn_accepted_until<F>(
+        &self,
+        name: Arc<str>,
+        deadline: ShutdownDeadline,
+        work: F,
+    ) -> impl Future<Output = RuntimeResult<()>> + Send + '_
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.submit(
+            name,
+            BlockingKind::ShortIo,
+            Some(deadline),
+            Box::new(work),
+            Admit::Finalization,
+            None,
+        )
+    }
+
     /// Closes an isolated executor (and its clones) to new work; queued
     /// submissions wake with `Closed` and never run. Running closures are
     /// not affected.

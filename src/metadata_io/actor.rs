@@ -198,6 +198,7 @@ impl MetadataIoPlan {
             released: AtomicBool::new(false),
             swept: Mutex::new(std::collections::HashSet::new()),
             health_epoch: tokio::sync::watch::Sender::new(0),
+            deferred: Mutex::new(Vec::new()),
         });
         let coordinator = Arc::clone(&shared);
         // Built before the future: it runs however the coordinator ends,

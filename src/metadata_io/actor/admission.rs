@@ -105,7 +105,14 @@ pub(super) struct ActorShared {
     pub(super) swept: Mutex<std::collections::HashSet<Arc<Path>>>,
     /// Advanced by every write failure and recovery (`health.rs`).
     pub(super) health_epoch: tokio::sync::watch::Sender<u64>,
+    /// Writes waiting for a lane slot, handed to the coordinator, which
+    /// drives them (no task is spawned for them: a closing group still
+    /// lets its coordinator finish what it accepted).
+    pub(super) deferred: Mutex<Vec<DeferredWrite>>,
 }
+
+/// A write waiting for a lane slot (see `ActorShared::deferred`).
+pub(super) type DeferredWrite = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 impl fmt::Debug for ActorShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

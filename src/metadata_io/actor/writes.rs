@@ -15,10 +15,14 @@ use crate::metadata_io::targets::TargetRegistration;
 use super::*;
 
 impl ActorShared {
-    /// The coordinator: starts writes while slots are free, until
-    /// admission is stopped and nothing is left.
+    /// The coordinator: starts writes while slots are free and drives the
+    /// ones waiting for a lane slot, until admission is stopped and nothing
+    /// is left.
     pub(super) async fn coordinate(self: Arc<Self>) {
+        use futures::stream::{FuturesUnordered, StreamExt};
+
         let cancelled = self.group.cancellation_token();
+        let mut waiting = FuturesUnordered::new();
         loop {
             let woken = self.wake.notified();
             tokio::pin!(woken);
@@ -28,12 +32,14 @@ impl ActorShared {
                 self.accepting.store(false, Ordering::SeqCst);
             }
             let done = self.start_writes();
+            waiting.extend(std::mem::take(&mut *self.deferred.lock()));
             if done {
                 break;
             }
             tokio::select! {
                 () = &mut woken => {}
                 () = cancelled.cancelled(), if !cancelled.is_cancelled() => {}
+                Some(()) = waiting.next(), if !waiting.is_empty() => {}
             }
         }
     }
@@ -179,28 +185,32 @@ impl ActorShared {
         deferred.store(true, Ordering::SeqCst);
         let lane = self.lane.clone();
         let writer_claim = WriterClaim(abandon);
-        let refused = writer_claim.0.clone_handle();
         let writer = async move {
             let writer_claim = writer_claim;
             // Without a lane deadline the write waits for a slot for as
-            // long as the lane's own queue timeout allows.
+            // long as the lane's own queue timeout allows, and never past
+            // its scope's shutdown deadline.
             let until = lane_deadline.map_or_else(
                 || ShutdownDeadline::after(Duration::from_secs(86_400 * 365)),
                 |deadline| ShutdownDeadline::from_tokio(deadline.instant()),
             );
-            if let Err(error) = lane.spawn_io_until("metadata-write", until, work).await {
+            // Accepted while the actor admitted it: a cancelled or closing
+            // scope still lets it through (the lane's `Finalization` rule).
+            if let Err(error) = lane
+                .spawn_accepted_until(Arc::from("metadata-write"), until, work)
+                .await
+            {
                 // Refused before it started (or the caller stopped waiting
                 // while it runs: then the closure has claimed the write).
                 writer_claim.0.abandon(error);
             }
         };
-        if let Err(error) = self
-            .group
-            .spawn("metadata-io-write", TaskKind::Worker, writer)
-        {
-            tracing::warn!(%error, "metadata write not started");
-            refused.abandon(error);
+        self.deferred.lock().push(Box::pin(writer));
+        if self.coordinator_gone.load(Ordering::SeqCst) {
+            // Nobody will drive it: settle it now (its claim abandons).
+            drop(std::mem::take(&mut *self.deferred.lock()));
         }
+        self.wake.notify_one();
     }
 
     /// Settles a finished write: resolves every waiter it covers, advances
@@ -327,10 +337,13 @@ impl Drop for CoordinatorExit {
             state.writing == 0
         };
         // Permits and waiter senders go after the lock (a dropped sender
-        // tells its receipt the worker stopped).
+        // tells its receipt the worker stopped). Writes still waiting for a
+        // lane slot will not be driven any more: dropping them settles them
+        // as failed (their claims abandon).
         drop(dropped);
         drop(released);
         drop(closed);
+        drop(std::mem::take(&mut *shared.deferred.lock()));
         if idle {
             shared.finish();
         }
@@ -421,8 +434,8 @@ impl Drop for ClosureClaim {
     }
 }
 
-/// The writer task's claim: settles the write if the task ends (or is
-/// aborted) without the closure having claimed it.
+/// The deferred write's claim: settles the write if its future ends (or is
+/// dropped with the coordinator) without the closure having claimed it.
 pub(super) struct WriterClaim(WriteClaim);
 
 impl Drop for WriterClaim {

@@ -520,7 +520,7 @@ fn an_unsupported_detection_falls_back_to_an_unknown_limit() {
         ProcessMemoryLimit::or_unknown(detect(&unreadable)),
         RuntimeErrorKind::Io,
     );
-    let refused = ProcessMemoryLimit::detect_from(Some("1".into()), &FixtureView::default());
+    let refused = ProcessMemoryLimit::detect_from(Some("0".into()), &FixtureView::default());
     assert_error(
         ProcessMemoryLimit::or_unknown(refused),
         RuntimeErrorKind::Configuration,

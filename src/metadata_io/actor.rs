@@ -452,7 +452,10 @@ impl ActorShared {
     pub(super) fn snapshot(&self) -> MetadataIoSnapshot {
         let state = self.state.lock();
         MetadataIoSnapshot {
-            accepting: self.accepting.load(Ordering::SeqCst),
+            // A cancelled group refuses submissions at once (`submit`),
+            // before the coordinator records it.
+            accepting: self.accepting.load(Ordering::SeqCst)
+                && !self.group.cancellation_token().is_cancelled(),
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
             max_pending_operations: self.config.max_pending_operations,

@@ -52,14 +52,12 @@ fn sleep_blocking(duration: Duration) {
     std::thread::sleep(duration);
 }
 
-fn percentiles(mut samples: Vec<f64>) -> Value {
-    samples.sort_by(f64::total_cmp);
-    json!({
-        "p50_ms": quantile(&samples, 0.50),
-        "p95_ms": quantile(&samples, 0.95),
-        "p99_ms": quantile(&samples, 0.99),
-        "max_ms": samples.last().copied().unwrap_or(f64::NAN),
-    })
+fn latency(mut samples: Vec<f64>) -> Value {
+    Value::Object(support::percentiles(
+        &mut samples,
+        &[0.50, 0.95, 0.99],
+        |label| format!("{label}_ms"),
+    ))
 }
 
 fn resident_bytes() -> Option<u64> {
@@ -126,7 +124,7 @@ fn mixed_lanes() -> Value {
         let completion: Vec<f64> = of_lane.map(|(_, _, completion)| *completion).collect();
         summary.insert(
             lane.to_owned(),
-            json!({ "queue": percentiles(queue), "completion": percentiles(completion) }),
+            json!({ "queue": latency(queue), "completion": latency(completion) }),
         );
     }
     assert!(owner

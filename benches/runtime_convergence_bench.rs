@@ -66,8 +66,8 @@ use tokio::time::Instant;
 
 use counting_alloc::{retained_by, CountingAllocator};
 use support::{
-    interleaved_paired, mean_ns, median, on_worker, pair_in_order, paired_budget, publish,
-    quantile, run_criterion, runtime, target, Comparison, PairedSummary,
+    interleaved_paired, mean_ns, median, on_worker, pair_in_order, paired_budget, percentiles,
+    publish, quantile, run_criterion, runtime, target, Comparison, PairedSummary,
 };
 
 #[global_allocator]
@@ -225,6 +225,16 @@ impl Mode {
     }
 }
 
+/// `call_p50_ns`, `call_p90_ns`, `call_p99_ns`, `call_max_ns` and `calls`
+/// of per-call latencies.
+fn call_percentiles(calls: &mut [f64]) -> Map<String, Value> {
+    let mut fields = percentiles(calls, &[0.50, 0.90, 0.99], |label| {
+        format!("call_{label}_ns")
+    });
+    fields.insert("calls".to_owned(), json!(calls.len()));
+    fields
+}
+
 /// One round: `threads` threads submit `TASKS / threads` tasks each, timing
 /// every call. Returns (submission wall time, per-call latencies in ns).
 fn submission_round(
@@ -331,19 +341,12 @@ fn submission_pass() -> Value {
         let mut by_mode = Map::new();
         for mode in Mode::ALL {
             let index = mode as usize;
-            let sorted = &mut calls[index];
-            sorted.sort_by(f64::total_cmp);
-            by_mode.insert(
-                mode.label().to_owned(),
-                json!({
-                    "round_wall_median_ns": median(&mut walls[index]),
-                    "call_p50_ns": quantile(sorted, 0.50),
-                    "call_p90_ns": quantile(sorted, 0.90),
-                    "call_p99_ns": quantile(sorted, 0.99),
-                    "call_max_ns": sorted.last().copied().unwrap_or(f64::NAN),
-                    "calls": sorted.len(),
-                }),
+            let mut fields = call_percentiles(&mut calls[index]);
+            fields.insert(
+                "round_wall_median_ns".to_owned(),
+                json!(median(&mut walls[index])),
             );
+            by_mode.insert(mode.label().to_owned(), Value::Object(fields));
         }
         let ratio = median(&mut round_ratios);
         shared_vs_per_thread.insert(threads.to_string(), json!(ratio));
@@ -487,17 +490,9 @@ fn permit_pass() -> Value {
         }
         let mut by_mode = Map::new();
         for mode in PermitMode::ALL {
-            let sorted = &mut calls[mode as usize];
-            sorted.sort_by(f64::total_cmp);
             by_mode.insert(
                 mode.label().to_owned(),
-                json!({
-                    "call_p50_ns": quantile(sorted, 0.50),
-                    "call_p90_ns": quantile(sorted, 0.90),
-                    "call_p99_ns": quantile(sorted, 0.99),
-                    "call_max_ns": sorted.last().copied().unwrap_or(f64::NAN),
-                    "calls": sorted.len(),
-                }),
+                Value::Object(call_percentiles(&mut calls[mode as usize])),
             );
         }
         results.insert(threads.to_string(), Value::Object(by_mode));

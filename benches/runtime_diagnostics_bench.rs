@@ -62,7 +62,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use counting_alloc::CountingAllocator;
-use support::{paired_median, publish, quantile, run_criterion, runtime, target};
+use support::{paired_median, percentiles, publish, quantile, run_criterion, runtime, target};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -266,16 +266,11 @@ const OBSERVED_TASKS: usize = 5_000;
 const SAMPLER_DELAY: Duration = Duration::from_millis(10);
 const OBSERVATION_PAIRS: usize = 3;
 
-/// Percentiles of `values` (sorted here).
-fn percentiles(mut values: Vec<f64>) -> serde_json::Value {
-    values.sort_by(f64::total_cmp);
-    json!({
-        "p50": quantile(&values, 0.50),
-        "p90": quantile(&values, 0.90),
-        "p99": quantile(&values, 0.99),
-        "max": values.last().copied().unwrap_or(f64::NAN),
-        "samples": values.len(),
-    })
+/// `p50`, `p90`, `p99`, `max` and `samples` of `values`.
+fn summary(mut values: Vec<f64>) -> serde_json::Value {
+    let mut fields = percentiles(&mut values, &[0.50, 0.90, 0.99], str::to_owned);
+    fields.insert("samples".to_owned(), json!(values.len()));
+    serde_json::Value::Object(fields)
 }
 
 /// `SAMPLES` independent samples of one call: its time and the allocations
@@ -296,9 +291,9 @@ fn sample<T>(mut call: impl FnMut() -> T) -> serde_json::Value {
         bytes.push(retained as f64);
     }
     json!({
-        "time_ns": percentiles(nanos),
-        "allocations": percentiles(allocations),
-        "net_bytes_retained_by_the_result": percentiles(bytes),
+        "time_ns": summary(nanos),
+        "allocations": summary(allocations),
+        "net_bytes_retained_by_the_result": summary(bytes),
     })
 }
 
@@ -388,12 +383,12 @@ fn sampling_costs(rt: &Runtime) -> serde_json::Value {
         };
         pairs.push(json!({
             "without_sampler": {
-                "submit_ns": percentiles(quiet_submits.clone()),
-                "submit_to_first_poll_ns": percentiles(quiet_completions.clone()),
+                "submit_ns": summary(quiet_submits.clone()),
+                "submit_to_first_poll_ns": summary(quiet_completions.clone()),
             },
             "with_sampler": {
-                "submit_ns": percentiles(sampled_submits.clone()),
-                "submit_to_first_poll_ns": percentiles(sampled_completions.clone()),
+                "submit_ns": summary(sampled_submits.clone()),
+                "submit_to_first_poll_ns": summary(sampled_completions.clone()),
                 "views_taken": views,
             },
             "submit_p50_ratio": p50(&sampled_submits) / p50(&quiet_submits).max(f64::MIN_POSITIVE),

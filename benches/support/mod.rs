@@ -186,6 +186,27 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
+/// The `quantiles` (0..=1) of `values` (sorted here) and their maximum, as
+/// JSON fields named by `key` (given `p50`, `p99`, `max`, ...): one
+/// percentile summary for every bench that times single calls.
+pub fn percentiles(
+    values: &mut [f64],
+    quantiles: &[f64],
+    key: impl Fn(&str) -> String,
+) -> serde_json::Map<String, Value> {
+    values.sort_by(f64::total_cmp);
+    let mut fields = serde_json::Map::new();
+    for q in quantiles {
+        let label = format!("p{}", (q * 100.0).round() as u32);
+        fields.insert(key(&label), Value::from(quantile(values, *q)));
+    }
+    fields.insert(
+        key("max"),
+        Value::from(values.last().copied().unwrap_or(f64::NAN)),
+    );
+    fields
+}
+
 /// Runs both sides of a comparison once on the runtime it is given (the
 /// baseline first when the flag is set) and returns the timed sections
 /// `(tracked, baseline)`.

@@ -88,8 +88,8 @@ impl ActorShared {
     /// Runs one write on the lane. The closure owns the payload, its
     /// permit and a registration clone (module docs), releases them when
     /// the write ends and settles the write itself (no hop back to a task).
-    /// It starts directly when a lane slot is free; otherwise a writer task
-    /// queues it on the lane. A closure that never runs (refused, or
+    /// It starts directly when a lane slot is free; otherwise it is handed
+    /// to the coordinator, which queues it on the lane. A closure that never runs (refused, or
     /// discarded by Tokio) settles the write as failed from its drop guard;
     /// a claim flag makes exactly one side report. The first write the
     /// actor starts on a target removes the temporary files an earlier
@@ -127,13 +127,13 @@ impl ActorShared {
             !swept.contains(&request.target) && swept.insert(Arc::clone(&request.target))
         };
         let file_system = Arc::clone(&self.file_system);
-        // Settles on drop unless a writer task takes over (it then reports
-        // the lane's own error).
-        let deferred = Arc::new(AtomicBool::new(false));
+        // Settles on drop unless it is handed to the coordinator (the lane
+        // then reports its own error).
+        let handed_over = Arc::new(AtomicBool::new(false));
         let guard = ClosureClaim {
             claim: Some(claim),
             registration: Some(registration),
-            deferred: Arc::clone(&deferred),
+            handed_over: Arc::clone(&handed_over),
         };
         let work = move || {
             let mut guard = guard;
@@ -182,7 +182,7 @@ impl ActorShared {
             Ok(()) => return,
             Err(work) => work,
         };
-        deferred.store(true, Ordering::SeqCst);
+        handed_over.store(true, Ordering::SeqCst);
         let lane = self.lane.clone();
         let writer_claim = WriterClaim(abandon);
         let writer = async move {
@@ -411,13 +411,14 @@ impl WriteClaim {
 }
 
 /// The closure's claim: a closure dropped without running (Tokio
-/// discarding it) still settles its write, unless a writer task took over
-/// (`deferred`), which reports the lane's error instead.
+/// discarding it) still settles its write, unless it was handed to the
+/// coordinator (`handed_over`), whose lane submission reports the lane's
+/// error instead.
 pub(super) struct ClosureClaim {
     pub(super) claim: Option<WriteClaim>,
     /// The target stays registered while the closure exists.
     pub(super) registration: Option<TargetRegistration>,
-    pub(super) deferred: Arc<AtomicBool>,
+    pub(super) handed_over: Arc<AtomicBool>,
 }
 
 impl Drop for ClosureClaim {
@@ -425,7 +426,7 @@ impl Drop for ClosureClaim {
         // The target is released before the write is settled.
         drop(self.registration.take());
         if let Some(claim) = self.claim.take() {
-            if !self.deferred.load(Ordering::SeqCst) {
+            if !self.handed_over.load(Ordering::SeqCst) {
                 claim.abandon(RuntimeError::closed(
                     RuntimeOperation::MetadataWorkerStopped,
                 ));

@@ -253,19 +253,19 @@ impl ActorShared {
         resource.waiters = waiting;
         state.waiters -= covered.len();
         // A generation queued before a fence still runs (invariant 5).
-        let released = if resource.queued.is_some() {
+        if resource.queued.is_some() {
             if !resource.listed {
                 resource.listed = true;
                 state.ready.push_back(Arc::clone(name));
             }
-            None
         } else {
             // Idle: the target is free for the owner's other actors before
-            // any waiter hears of this write.
-            resource.registration.take()
-        };
+            // any waiter hears of this write, and before the coordinator
+            // can see the actor finished (released under the state lock;
+            // the registry's locks come after it).
+            drop(resource.registration.take());
+        }
         drop(guard);
-        drop(released);
         if let Some(line) = health.line {
             line.emit();
         }

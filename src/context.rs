@@ -133,7 +133,7 @@ impl RuntimeContext {
 
     /// The managed lane `lane`, scoped to the harness root (see
     /// [`ChildServiceContext::blocking`]).
-    pub fn blocking(&self, lane: BlockingLane) -> &crate::BlockingExecutor {
+    pub fn blocking(&self, lane: BlockingLane) -> &crate::blocking::BlockingExecutor {
         self.lanes.get(self.shared.blocking(), lane, &self.root)
     }
 

@@ -269,7 +269,7 @@ impl RuntimeOwner {
 
     /// This runtime's diagnostics (the root context's; see
     /// [`RootServiceContext::diagnostics_view_v1`] for the views).
-    pub fn diagnostics(&self) -> &crate::RuntimeDiagnostics {
+    pub fn diagnostics(&self) -> &crate::diagnostics::RuntimeDiagnostics {
         self.root_context().diagnostics()
     }
 

@@ -43,7 +43,7 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Mutex, Weak};
 use crate::operation::OperationContext;
 use crate::task_group::{TaskGroup, TaskKind, TaskName};
-use crate::{ShutdownDeadline, ShutdownReport};
+use crate::{shutdown_deadline::ShutdownDeadline, shutdown_report::ShutdownReport};
 
 pub use config::{
     MissedTickPolicy, ScheduleMode, ScheduledExecutionPolicy, ScheduledTaskConcurrency,

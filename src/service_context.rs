@@ -161,14 +161,14 @@ impl ContextShared {
 macro_rules! delegate_diagnostics {
     ($group:ident) => {
         /// This runtime's diagnostics, shared by every context of the owner.
-        pub fn diagnostics(&self) -> &crate::RuntimeDiagnostics {
+        pub fn diagnostics(&self) -> &crate::diagnostics::RuntimeDiagnostics {
             self.shared.diagnostics()
         }
 
         /// Raw figures of this context's group and subtree with the owner's
         /// blocking lanes: ids and names included, for the process's own
         /// logs (see [`RuntimeDiagnosticsSnapshot`](crate::RuntimeDiagnosticsSnapshot)).
-        pub fn diagnostics_snapshot(&self) -> crate::RuntimeDiagnosticsSnapshot {
+        pub fn diagnostics_snapshot(&self) -> crate::diagnostics::RuntimeDiagnosticsSnapshot {
             self.shared
                 .diagnostics()
                 .snapshot(&self.$group, self.shared.lane_snapshots())
@@ -178,8 +178,8 @@ macro_rules! delegate_diagnostics {
         /// blocking lanes (see [`RuntimeDiagnosticsViewV1`](crate::RuntimeDiagnosticsViewV1)).
         pub fn diagnostics_view_v1(
             &self,
-            component: crate::RuntimeComponent,
-        ) -> crate::RuntimeDiagnosticsViewV1 {
+            component: crate::diagnostics::RuntimeComponent,
+        ) -> crate::diagnostics::RuntimeDiagnosticsViewV1 {
             self.diagnostics_view_v1_with_options(component, Default::default())
         }
 
@@ -187,9 +187,9 @@ macro_rules! delegate_diagnostics {
         /// bounds and long-running threshold.
         pub fn diagnostics_view_v1_with_options(
             &self,
-            component: crate::RuntimeComponent,
-            options: crate::RuntimeDiagnosticsViewOptions,
-        ) -> crate::RuntimeDiagnosticsViewV1 {
+            component: crate::diagnostics::RuntimeComponent,
+            options: crate::diagnostics::RuntimeDiagnosticsViewOptions,
+        ) -> crate::diagnostics::RuntimeDiagnosticsViewV1 {
             self.shared.diagnostics().view_v1_with_options(
                 component,
                 &self.$group,
@@ -203,9 +203,9 @@ macro_rules! delegate_diagnostics {
         /// [`RuntimeDiagnosticsViewV2`](crate::RuntimeDiagnosticsViewV2)).
         pub fn diagnostics_view_v2(
             &self,
-            component: crate::RuntimeComponent,
-            inputs: crate::RuntimeDiagnosticsInputs,
-        ) -> crate::RuntimeDiagnosticsViewV2 {
+            component: crate::diagnostics::RuntimeComponent,
+            inputs: crate::diagnostics::RuntimeDiagnosticsInputs,
+        ) -> crate::diagnostics::RuntimeDiagnosticsViewV2 {
             self.diagnostics_view_v2_with_options(component, inputs, Default::default())
         }
 
@@ -213,10 +213,10 @@ macro_rules! delegate_diagnostics {
         /// bounds and the detail list's budgets.
         pub fn diagnostics_view_v2_with_options(
             &self,
-            component: crate::RuntimeComponent,
-            inputs: crate::RuntimeDiagnosticsInputs,
-            options: crate::RuntimeDiagnosticsViewOptionsV2,
-        ) -> crate::RuntimeDiagnosticsViewV2 {
+            component: crate::diagnostics::RuntimeComponent,
+            inputs: crate::diagnostics::RuntimeDiagnosticsInputs,
+            options: crate::diagnostics::RuntimeDiagnosticsViewOptionsV2,
+        ) -> crate::diagnostics::RuntimeDiagnosticsViewV2 {
             self.shared.diagnostics().view_v2_with_options(
                 component,
                 &self.$group,
@@ -269,7 +269,7 @@ impl RootServiceContext {
 
     /// The owner's `process` budget, shared by every context: derive
     /// narrower limits with [`ResourceBudget::child`](crate::ResourceBudget::child).
-    pub fn process_budget(&self) -> crate::ResourceBudget {
+    pub fn process_budget(&self) -> crate::resource_budget::ResourceBudget {
         self.shared.resources().process_budget()
     }
 
@@ -360,7 +360,7 @@ impl ChildServiceContext {
 
     /// The owner's `process` budget, shared by every context: derive
     /// narrower limits with [`ResourceBudget::child`](crate::ResourceBudget::child).
-    pub fn process_budget(&self) -> crate::ResourceBudget {
+    pub fn process_budget(&self) -> crate::resource_budget::ResourceBudget {
         self.shared.resources().process_budget()
     }
 
@@ -406,26 +406,29 @@ impl ChildServiceContext {
     /// (`RuntimeConfig::max_blocking_threads`); work is refused once this
     /// context's group closes or is cancelled. The executor is created on
     /// first use and kept by this context.
-    pub fn blocking(&self, lane: crate::BlockingLane) -> &crate::BlockingExecutor {
+    pub fn blocking(
+        &self,
+        lane: crate::blocking::BlockingLane,
+    ) -> &crate::blocking::BlockingExecutor {
         self.lanes.get(self.shared.blocking(), lane, &self.group)
     }
 
     /// The managed `StorageIo` lane: short storage and filesystem
     /// operations (see [`blocking`](Self::blocking)).
-    pub fn storage_io(&self) -> &crate::BlockingExecutor {
-        self.blocking(crate::BlockingLane::StorageIo)
+    pub fn storage_io(&self) -> &crate::blocking::BlockingExecutor {
+        self.blocking(crate::blocking::BlockingLane::StorageIo)
     }
 
     /// The managed `MetadataIo` lane: metadata persistence (see
     /// [`blocking`](Self::blocking)).
-    pub fn metadata_io(&self) -> &crate::BlockingExecutor {
-        self.blocking(crate::BlockingLane::MetadataIo)
+    pub fn metadata_io(&self) -> &crate::blocking::BlockingExecutor {
+        self.blocking(crate::blocking::BlockingLane::MetadataIo)
     }
 
     /// The managed `CpuCrypto` lane: bounded CPU or cryptographic work (see
     /// [`blocking`](Self::blocking)).
-    pub fn cpu_crypto(&self) -> &crate::BlockingExecutor {
-        self.blocking(crate::BlockingLane::CpuCrypto)
+    pub fn cpu_crypto(&self) -> &crate::blocking::BlockingExecutor {
+        self.blocking(crate::blocking::BlockingLane::CpuCrypto)
     }
 
     /// A scheduler over a new child component named `scope`: its drivers
@@ -433,8 +436,11 @@ impl ChildServiceContext {
     /// [`component`](Self::component), a scope that no longer admits
     /// children yields a closed scheduler whose registrations fail.
     #[track_caller]
-    pub fn scheduled_tasks(&self, scope: impl Into<ScopeId>) -> crate::ScheduledTaskGroup {
-        crate::ScheduledTaskGroup::new(self.component(scope).task_group().clone())
+    pub fn scheduled_tasks(
+        &self,
+        scope: impl Into<ScopeId>,
+    ) -> crate::scheduled::ScheduledTaskGroup {
+        crate::scheduled::ScheduledTaskGroup::new(self.component(scope).task_group().clone())
     }
 
     delegate_diagnostics!(group);

@@ -40,7 +40,7 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 #[cfg(not(loom))]
 use crate::loom::Ordering;
 use crate::loom::{AtomicBool, Mutex};
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 mod config;
 #[cfg(not(loom))]
@@ -243,7 +243,10 @@ impl ServiceLifecycle {
     ///
     /// Not cancel safe: dropping the future mid-start may leave the
     /// component started; shut the context down to clean it up.
-    pub async fn start(&self, context: &crate::ChildServiceContext) -> RuntimeResult<()> {
+    pub async fn start(
+        &self,
+        context: &crate::service_context::ChildServiceContext,
+    ) -> RuntimeResult<()> {
         if self.inner.started.swap(true, Ordering::SeqCst) {
             return Err(RuntimeError::internal_failure(
                 RuntimeOperation::StartServiceLifecycle,
@@ -276,7 +279,7 @@ impl ServiceLifecycle {
     #[must_use]
     pub fn with_metrics(
         self,
-        inputs: impl Fn() -> crate::RuntimeDiagnosticsInputs + Send + Sync + 'static,
+        inputs: impl Fn() -> crate::diagnostics::RuntimeDiagnosticsInputs + Send + Sync + 'static,
     ) -> Self {
         *self.inner.metrics_inputs.lock() = Some(Arc::new(inputs));
         self
@@ -522,7 +525,7 @@ impl ServiceLifecycle {
     /// `Internal` shutdown.
     pub fn handle_critical_failure(
         &self,
-        failure: &crate::CriticalFailure,
+        failure: &crate::critical::CriticalFailure,
         recovery: CriticalFailureRecovery,
     ) {
         self.set_dependency_readiness(DependencyReadiness::Degraded);
@@ -550,10 +553,10 @@ impl ServiceLifecycle {
     /// The spawner's refusal.
     pub fn spawn_critical_failure_monitor(
         &self,
-        spawner: &crate::TaskSpawner,
-        state: &crate::CriticalFailureState,
+        spawner: &crate::task_spawner::TaskSpawner,
+        state: &crate::critical::CriticalFailureState,
         recovery: CriticalFailureRecovery,
-    ) -> RuntimeResult<crate::TaskId> {
+    ) -> RuntimeResult<crate::task_group::TaskId> {
         let lifecycle = self.clone();
         state.spawn_monitor(
             spawner,

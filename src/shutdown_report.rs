@@ -31,8 +31,8 @@ mod summary;
 pub use summary::ShutdownReportDisplay;
 
 use crate::{
-    BlockingExecutorSnapshot, BlockingTaskSnapshot, TaskGroupId, TaskId, TaskKind, TaskName,
-    TaskState,
+    blocking::BlockingExecutorSnapshot, blocking::BlockingTaskSnapshot, task_group::TaskGroupId,
+    task_group::TaskId, task_group::TaskKind, task_group::TaskName, task_group::TaskState,
 };
 
 /// Annotation added once by [`ShutdownReport::merge_blocking`] when merged
@@ -415,7 +415,10 @@ impl<'a> Iterator for PreOrder<'a> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskState};
+    use crate::{
+        blocking::BlockingKind, blocking::BlockingLane, blocking::BlockingTaskId,
+        blocking::BlockingTaskState,
+    };
 
     fn task(seq: u64) -> TaskSnapshot {
         let group = TaskGroupId::next();

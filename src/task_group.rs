@@ -155,7 +155,10 @@ impl TreeShared {
     /// tree is closed no new closure starts, so a closure still running is
     /// one that is about to exit or one that outlives the deadline; only
     /// the latter is evidence for the report.
-    pub(crate) async fn await_blocking_exits(&self, deadline: crate::ShutdownDeadline) {
+    pub(crate) async fn await_blocking_exits(
+        &self,
+        deadline: crate::shutdown_deadline::ShutdownDeadline,
+    ) {
         for table in self.blocking_tables() {
             crate::wait::notified_until(table.emptied(), deadline, Some(&self.handle), || {
                 table.blocking_still_running() == 0
@@ -445,10 +448,10 @@ impl TaskGroup {
     }
 
     /// The earliest shutdown deadline installed on this group or an ancestor.
-    pub fn shutdown_deadline(&self) -> Option<crate::ShutdownDeadline> {
+    pub fn shutdown_deadline(&self) -> Option<crate::shutdown_deadline::ShutdownDeadline> {
         self.inner
             .deadline()
-            .map(crate::ShutdownDeadline::from_tokio)
+            .map(crate::shutdown_deadline::ShutdownDeadline::from_tokio)
     }
 
     /// The current lifecycle state (see [`TaskGroupLifecycleState`]).

@@ -23,10 +23,10 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn<F>(
             &self,
-            name: impl Into<crate::TaskName>,
-            kind: crate::TaskKind,
+            name: impl Into<crate::task_group::TaskName>,
+            kind: crate::task_group::TaskKind,
             future: F,
-        ) -> crate::RuntimeResult<crate::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -41,9 +41,9 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_service<F>(
             &self,
-            name: impl Into<crate::TaskName>,
+            name: impl Into<crate::task_group::TaskName>,
             future: F,
-        ) -> crate::RuntimeResult<crate::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -59,9 +59,9 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_cancellable_service<F>(
             &self,
-            name: impl Into<crate::TaskName>,
+            name: impl Into<crate::task_group::TaskName>,
             future: F,
-        ) -> crate::RuntimeResult<crate::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -76,11 +76,11 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_critical<F>(
             &self,
-            name: impl Into<crate::TaskName>,
-            kind: crate::TaskKind,
-            state: crate::CriticalFailureState,
+            name: impl Into<crate::task_group::TaskName>,
+            kind: crate::task_group::TaskKind,
+            state: crate::critical::CriticalFailureState,
             future: F,
-        ) -> crate::RuntimeResult<crate::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -96,10 +96,10 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_critical_service<F>(
             &self,
-            name: impl Into<crate::TaskName>,
-            state: crate::CriticalFailureState,
+            name: impl Into<crate::task_group::TaskName>,
+            state: crate::critical::CriticalFailureState,
             future: F,
-        ) -> crate::RuntimeResult<crate::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::loom::{AtomicUsize, Ordering};
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 /// A wait's deadline and, when the wait may be polled outside any runtime
 /// (a future driven by another executor), the runtime whose timer serves it.

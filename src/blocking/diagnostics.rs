@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::shutdown_deadline::serialize_duration_ms;
-use crate::{BlockingKind, BlockingLane};
+use crate::{blocking::BlockingKind, blocking::BlockingLane};
 
 /// Identity of one blocking submission within its executor's task table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -56,9 +56,9 @@ use crate::blocking::{
 };
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::TaskGroup;
 use crate::wait::notified_until;
-use crate::ShutdownDeadline;
 
 /// A bounded path for blocking work that keeps its capacity until the
 /// closure exits.
@@ -375,7 +375,7 @@ impl BlockingExecutor {
     pub async fn shutdown_until(
         &self,
         deadline: ShutdownDeadline,
-    ) -> RuntimeResult<crate::BlockingExecutorShutdownReport> {
+    ) -> RuntimeResult<crate::blocking::BlockingExecutorShutdownReport> {
         self.stop_admission()?;
         let table = &self.inner.table;
         let _ = notified_until(table.emptied(), deadline, Some(&self.inner.handle), || {
@@ -385,7 +385,7 @@ impl BlockingExecutor {
         // One snapshot decides all three fields, so they never disagree.
         let snapshot = table.snapshot();
         let pending_operations = snapshot.tasks.len();
-        Ok(crate::BlockingExecutorShutdownReport {
+        Ok(crate::blocking::BlockingExecutorShutdownReport {
             completed: pending_operations == 0,
             pending_operations,
             snapshot,

@@ -10,7 +10,7 @@ use crate::blocking::scope::{Admit, ExecutorInner};
 use crate::blocking::table::{BlockingTable, RecordGuard};
 use crate::blocking::BlockingTaskState;
 use crate::loom::Arc;
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 /// Marks the record `TimedOutStillRunning` when the caller stops waiting
 /// for a closure that may still run.

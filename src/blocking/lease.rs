@@ -34,7 +34,7 @@ use crate::blocking::scope::Admit;
 use crate::blocking::{BlockingExecutor, BlockingKind};
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicUsize, Ordering};
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 /// The number of submissions a lease still allows.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use crate::blocking::{BlockingExecutor, BlockingKind};
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::shutdown_deadline::saturating_add;
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 /// Results larger than this travel boxed from the blocking thread.
 const INLINE_RESULT_LIMIT: usize = 16 * 1024;

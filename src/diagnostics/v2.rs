@@ -16,8 +16,8 @@ use super::v1::{
 use crate::blocking::BlockingExecutorSnapshot;
 use crate::metadata_io::MetadataIoSnapshot;
 use crate::scheduled::ScheduledTaskSnapshot;
+use crate::shutdown_report::ShutdownReport;
 use crate::task_group::TaskGroup;
-use crate::ShutdownReport;
 
 /// Bounds of a V2 view, the long-running threshold and the budgets of its
 /// detail list.

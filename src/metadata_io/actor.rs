@@ -94,8 +94,8 @@ use crate::metadata_io::types::{
 use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourcePermit};
 use crate::resources::RuntimeResources;
 use crate::service_context::ChildServiceContext;
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::{TaskGroup, TaskKind};
-use crate::ShutdownDeadline;
 
 mod admission;
 mod commit;

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use crate::loom::StaticAtomicU64;
-use crate::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::{error::RuntimeError, error::RuntimeOperation, error::RuntimeResult};
 
 /// One step of an atomic metadata write, in execution order.
 ///

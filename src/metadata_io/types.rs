@@ -198,9 +198,9 @@ impl MetadataIoConfig {
     /// # Errors
     ///
     /// As [`validate`](Self::validate).
-    pub fn into_plan(self) -> Result<crate::MetadataIoPlan, RuntimeContractViolation> {
+    pub fn into_plan(self) -> Result<crate::metadata_io::MetadataIoPlan, RuntimeContractViolation> {
         self.validate()?;
-        Ok(crate::MetadataIoPlan {
+        Ok(crate::metadata_io::MetadataIoPlan {
             config: self,
             max_concurrent_writes: NonZeroUsize::MIN,
         })
@@ -223,7 +223,7 @@ pub enum MetadataIoCommitOutcome {
 #[derive(Debug)]
 pub enum MetadataIoAdmissionOutcome {
     /// Accepted: wait for durability through the receipt.
-    Accepted(crate::MetadataIoReceipt),
+    Accepted(crate::metadata_io::MetadataIoReceipt),
     /// The resource has pending work for another target, or the target
     /// belongs to another resource: the request comes back.
     TargetConflict(MetadataWriteRequest),
@@ -374,7 +374,7 @@ pub struct MetadataIoShutdownReport {
     pub unfinished: Vec<MetadataIoResourceSnapshot>,
     /// Resources whose last write failed: accepted data that did not
     /// become durable (no later write of the resource succeeded).
-    pub not_durable: Vec<crate::MetadataStorageFailure>,
+    pub not_durable: Vec<crate::metadata_io::MetadataStorageFailure>,
 }
 
 /// The limits in force for an actor

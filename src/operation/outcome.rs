@@ -2,8 +2,8 @@
 
 use std::fmt;
 
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::TaskKind;
-use crate::ShutdownDeadline;
 
 /// How one accepted operation task ended.
 ///

@@ -29,9 +29,9 @@ use std::time::Duration;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::operation::{OperationContext, OperationWaitOutcome, OperationWaitPolicy};
 use crate::shutdown_deadline::saturating_add;
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::TaskGroup;
 use crate::wait::notified_until;
-use crate::ShutdownDeadline;
 
 /// How long `wait(timeout)` and `cancel_and_wait(timeout)` wait after
 /// their timeout for aborted futures to be destroyed.

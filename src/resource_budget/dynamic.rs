@@ -23,8 +23,8 @@ use crate::loom::{Arc, Ordering};
 use crate::resource_budget::tree::{validate_name, Gate};
 use crate::resource_budget::types::{BudgetClass, BudgetLimit, BudgetRejection};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::wait::notified_until;
-use crate::ShutdownDeadline;
 
 /// Why a dynamic key could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

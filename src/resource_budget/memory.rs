@@ -208,7 +208,7 @@ impl ProcessMemoryLimit {
     /// `detected`'s error unless its kind is `Unsupported`.
     pub fn or_unknown(detected: RuntimeResult<Self>) -> RuntimeResult<Self> {
         match detected {
-            Err(error) if error.kind() == crate::RuntimeErrorKind::Unsupported => {
+            Err(error) if error.kind() == crate::error::RuntimeErrorKind::Unsupported => {
                 tracing::warn!(
                     "no memory limit found on this platform: the process budget is unbounded; \
                      set {PROCESS_MEMORY_LIMIT_ENV} or RuntimeOwnerPlan::with_memory_limit to bound it"

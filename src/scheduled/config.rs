@@ -234,7 +234,7 @@ mod tests {
             (&no_overlap, &serial, true),
         ] {
             let error = config.validate(policy, controlled).expect_err("mismatch");
-            assert_eq!(error.kind(), crate::RuntimeErrorKind::Unsupported);
+            assert_eq!(error.kind(), crate::error::RuntimeErrorKind::Unsupported);
             assert_eq!(error.operation(), RuntimeOperation::RegisterScheduledTask);
         }
         let zero = ScheduledTaskConfig::fixed_delay("z", Duration::ZERO);

@@ -221,7 +221,7 @@ impl ServiceLifecycle {
         let lifecycle = Self::new(config).with_drain_delay(delay);
         #[cfg(not(loom))]
         let lifecycle = if metrics {
-            lifecycle.with_metrics(crate::RuntimeDiagnosticsInputs::default)
+            lifecycle.with_metrics(crate::diagnostics::RuntimeDiagnosticsInputs::default)
         } else {
             lifecycle
         };

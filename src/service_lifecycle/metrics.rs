@@ -27,8 +27,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::ServiceLifecycle;
 use crate::{
-    BlockingExecutor, ResourceBudget, RuntimeComponent, RuntimeDiagnostics,
-    RuntimeDiagnosticsInputs, ServiceLifecycleState, TaskGroup,
+    blocking::BlockingExecutor, diagnostics::RuntimeComponent, diagnostics::RuntimeDiagnostics,
+    diagnostics::RuntimeDiagnosticsInputs, resource_budget::ResourceBudget,
+    service_lifecycle::ServiceLifecycleState, task_group::TaskGroup,
 };
 
 /// The content type of a `/metrics` answer.

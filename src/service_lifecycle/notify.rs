@@ -87,10 +87,12 @@ impl SystemdNotifier {
     /// Reports a committed transition: `READY=1` on `Ready`, the state as
     /// `STATUS=` otherwise (`STOPPING=1` goes with the first shutdown
     /// request, not with `Draining`).
-    pub(crate) fn on_transition(&self, to: crate::ServiceLifecycleState) {
+    pub(crate) fn on_transition(&self, to: crate::service_lifecycle::ServiceLifecycleState) {
         match to {
-            crate::ServiceLifecycleState::Ready => self.send("READY=1\nSTATUS=ready\n"),
-            crate::ServiceLifecycleState::Draining => {}
+            crate::service_lifecycle::ServiceLifecycleState::Ready => {
+                self.send("READY=1\nSTATUS=ready\n")
+            }
+            crate::service_lifecycle::ServiceLifecycleState::Draining => {}
             other => self.send(&format!("STATUS={}\n", other.as_str())),
         }
     }

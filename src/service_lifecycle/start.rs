@@ -10,7 +10,7 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 impl ServiceLifecycle {
     pub(super) async fn start_component(
         &self,
-        context: &crate::ChildServiceContext,
+        context: &crate::service_context::ChildServiceContext,
     ) -> RuntimeResult<()> {
         let component = context.try_component("service-lifecycle")?;
         let group = component.task_group().clone();
@@ -37,7 +37,7 @@ impl ServiceLifecycle {
                     let _ = group.shutdown(Duration::from_secs(1)).await;
                     return Err(
                         RuntimeError::io(RuntimeOperation::BindServiceHealthProbe, error)
-                            .with_context(crate::RuntimeErrorContext::Address(address)),
+                            .with_context(crate::error::RuntimeErrorContext::Address(address)),
                     );
                 }
             },

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::ShutdownDeadline;
+use crate::shutdown_deadline::ShutdownDeadline;
 
 /// The lifecycle state of a service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

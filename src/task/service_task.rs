@@ -50,7 +50,10 @@ use std::time::Duration;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Mutex};
-use crate::{ShutdownDeadline, ShutdownReport, TaskGroup, TaskId};
+use crate::{
+    shutdown_deadline::ShutdownDeadline, shutdown_report::ShutdownReport, task_group::TaskGroup,
+    task_group::TaskId,
+};
 
 mod context;
 

@@ -59,12 +59,12 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::loom::Arc;
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
 use crate::task_group::gate::{ListedTask, Stragglers, CLOSED, COMPLETED};
 use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::{GroupInner, TaskGroup};
 use crate::wait::{notified, wait_for, Expiry, Watch};
-use crate::ShutdownDeadline;
 
 /// How many times a drain yields to let aborted futures be destroyed after
 /// the deadline: scheduling slack, never a timer.

@@ -39,6 +39,7 @@ use tokio::time::Instant;
 use crate::error::{RuntimeOperation, RuntimeResult};
 use crate::inline::with_inline_limit;
 use crate::loom::Arc;
+use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::completion::{
     Plain, Settle, Settlement, Ticket, Tracked, TrackedFuture, UntilCancelled,
 };
@@ -46,7 +47,6 @@ use crate::task_group::identity::{TaskId, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
 use crate::task_group::{refusal_error, GroupInner, TaskGroup};
 use crate::wait::{notified_until, Watch};
-use crate::ShutdownDeadline;
 
 /// A task registered under the gate but not yet handed to Tokio (see
 /// [`TaskGroup::register_task`]).

@@ -3,7 +3,7 @@ use std::error::Error as _;
 
 use super::*;
 use crate::error::ExternalOperation;
-use crate::RuntimeErrorDescriptor;
+use crate::error::RuntimeErrorDescriptor;
 
 #[test]
 fn within_keeps_the_cause_kind_and_wraps_it_as_source() {
@@ -136,7 +136,7 @@ fn an_environment_context_reaches_the_diagnostic_view_only() {
         RuntimeOperation::ServiceLifecycleDuration,
         "ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS",
         "abc".as_ref(),
-        crate::RuntimeContractPolicy::ShutdownTimeoutSecondsInRange,
+        crate::error::RuntimeContractPolicy::ShutdownTimeoutSecondsInRange,
     );
     let context = error.context().expect("carries the detail");
     assert_eq!(

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use crate::metadata_io::fs::FaultInjectingFileSystem;
 use crate::{
-    ChildServiceContext, MetadataDeadline, MetadataFileSystem, MetadataIoAdmissionOutcome,
-    MetadataIoCommitOutcome, MetadataIoConfig, MetadataIoOperation, MetadataIoReceipt,
-    RuntimeConfig, RuntimeOperation, RuntimeOwner, RuntimeResult,
+    config::RuntimeConfig, error::RuntimeOperation, error::RuntimeResult,
+    metadata_io::MetadataDeadline, metadata_io::MetadataFileSystem,
+    metadata_io::MetadataIoAdmissionOutcome, metadata_io::MetadataIoCommitOutcome,
+    metadata_io::MetadataIoConfig, metadata_io::MetadataIoOperation,
+    metadata_io::MetadataIoReceipt, owner::RuntimeOwner, service_context::ChildServiceContext,
 };
 
 fn owner() -> (RuntimeOwner, ChildServiceContext) {

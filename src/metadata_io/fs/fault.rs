@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use super::{
     persist_with, LocalMetadataFileSystem, MetadataFileSystem, MetadataIoOperation, PersistSteps,
 };
+use crate::error::RuntimeResult;
 use crate::loom::{Mutex, StatCounter};
-use crate::RuntimeResult;
 
 /// An injected failure: an error kind or a raw OS error code.
 #[derive(Debug, Clone, Copy)]

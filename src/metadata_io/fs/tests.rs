@@ -3,7 +3,7 @@ use std::error::Error as _;
 use std::sync::Arc;
 
 use super::*;
-use crate::RuntimeErrorKind;
+use crate::error::RuntimeErrorKind;
 
 /// Names of the entries of `dir`, sorted (shared with the file helpers'
 /// tests).

@@ -344,7 +344,8 @@ fn invalid_environment_value_is_a_configuration_error() {
         let result = ProcessMemoryLimit::detect_from(Some(value.into()), &view);
         let error = result.as_ref().expect_err("refused").clone();
         assert_error(result, RuntimeErrorKind::Configuration);
-        let Some(crate::RuntimeErrorContext::Environment(violation)) = error.context() else {
+        let Some(crate::error::RuntimeErrorContext::Environment(violation)) = error.context()
+        else {
             panic!("no environment context: {error:?}");
         };
         assert_eq!(violation.variable(), PROCESS_MEMORY_LIMIT_ENV);

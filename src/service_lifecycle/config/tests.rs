@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use super::*;
-use crate::RuntimeError;
+use crate::error::RuntimeError;
 
 /// A variable lookup over `vars` (the process environment is not read).
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
@@ -26,9 +26,9 @@ fn drain_delay(vars: &[(&str, &str)]) -> RuntimeResult<Duration> {
 }
 
 /// The environment detail of a refused value.
-fn violation(error: &RuntimeError) -> &crate::EnvironmentViolation {
+fn violation(error: &RuntimeError) -> &crate::error::EnvironmentViolation {
     match error.context() {
-        Some(crate::RuntimeErrorContext::Environment(violation)) => violation,
+        Some(crate::error::RuntimeErrorContext::Environment(violation)) => violation,
         other => panic!("no environment context: {other:?}"),
     }
 }
@@ -142,7 +142,7 @@ fn variables_are_parsed_and_bounded() {
         let error = parse(&[(variable, value)]).expect_err(value);
         assert_eq!(
             error.kind(),
-            crate::RuntimeErrorKind::Configuration,
+            crate::error::RuntimeErrorKind::Configuration,
             "{variable}={value}"
         );
         assert_eq!(error.operation(), operation, "{variable}={value}");
@@ -178,7 +178,7 @@ fn a_non_utf8_value_is_refused_not_ignored() {
         let raw = OsString::from_vec(vec![b'1', 0xff]);
         let lookup = |name: &str| (name == variable).then(|| raw.clone());
         let error = ServiceLifecycle::from_lookup("broker", &lookup).expect_err(variable);
-        assert_eq!(error.kind(), crate::RuntimeErrorKind::Configuration);
+        assert_eq!(error.kind(), crate::error::RuntimeErrorKind::Configuration);
         let violation = violation(&error);
         assert_eq!(
             (violation.variable(), violation.value()),

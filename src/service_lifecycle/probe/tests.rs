@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use super::serve_probes;
 use crate::{
-    DrainRequestMethods, RuntimeContext, ServiceLifecycle, ServiceLifecycleConfig,
-    ServiceLifecycleState, ShutdownReason, TaskGroup,
+    context::RuntimeContext, service_lifecycle::DrainRequestMethods,
+    service_lifecycle::ServiceLifecycle, service_lifecycle::ServiceLifecycleConfig,
+    service_lifecycle::ServiceLifecycleState, service_lifecycle::ShutdownReason,
+    task_group::TaskGroup,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -7,9 +7,9 @@ use std::time::Duration;
 use crate::metadata_io::fs::FaultInjectingFileSystem;
 use crate::{
     config::RuntimeConfig, error::RuntimeOperation, error::RuntimeResult,
-    metadata_io::MetadataDeadline, metadata_io::MetadataFileSystem,
-    metadata_io::MetadataIoAdmissionOutcome, metadata_io::MetadataIoCommitOutcome,
-    metadata_io::MetadataIoConfig, metadata_io::MetadataIoOperation,
+    metadata_io::fs::MetadataFileSystem, metadata_io::fs::MetadataIoOperation,
+    metadata_io::MetadataDeadline, metadata_io::MetadataIoAdmissionOutcome,
+    metadata_io::MetadataIoCommitOutcome, metadata_io::MetadataIoConfig,
     metadata_io::MetadataIoReceipt, owner::RuntimeOwner, service_context::ChildServiceContext,
 };
 

@@ -24,8 +24,9 @@ pub(crate) mod table;
 #[cfg(all(test, loom))]
 mod tests;
 
-pub use diagnostics::*;
+pub use diagnostics::BlockingExecutorShutdownReport;
 pub use executor::BlockingExecutor;
 pub use lease::BlockingDrainLease;
 pub(crate) use managed::{ManagedBlocking, ScopedLanes};
+pub(crate) use policy::default_parallelism;
 pub use policy::*;

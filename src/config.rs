@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use crate::blocking::BlockingLanePolicies;
+use crate::blocking::{default_parallelism, BlockingLanePolicies};
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation};
 
 /// How long a graceful shutdown may take unless the caller says otherwise.
@@ -27,11 +27,6 @@ const DEFAULT_THREAD_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 /// The default runtime thread name.
 const DEFAULT_THREAD_NAME: &str = "rocketmq-runtime";
-
-/// `std::thread::available_parallelism()`, or 4 when it is unknown.
-pub(crate) fn default_parallelism() -> usize {
-    std::thread::available_parallelism().map_or(4, |p| p.get())
-}
 
 /// Configuration of an owned Tokio runtime and its managed blocking lanes.
 ///

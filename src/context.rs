@@ -15,13 +15,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 
-use crate::blocking::{BlockingLane, BlockingLanePolicies, BlockingPoolPolicy, ScopedLanes};
+use crate::blocking::{BlockingLanePolicies, BlockingPoolPolicy, ScopedLanes};
 use crate::config::RuntimeConfig;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::resource_budget::memory::{ManagedMemoryPolicy, ProcessMemoryLimit};
 use crate::resources::RuntimeResources;
 use crate::service_context::{ChildServiceContext, ContextShared, ScopeId};
 use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::BlockingLane;
 use crate::shutdown_report::ShutdownReport;
 use crate::task_group::TaskGroup;
 

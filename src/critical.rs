@@ -27,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::inline::with_inline_limit;
 use crate::loom::Mutex;
-use crate::task_group::{Settle, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName, TrackedFuture};
+use crate::task_group::{Settle, TaskGroup, TrackedFuture};
+use crate::task_identity::{TaskEnd, TaskId, TaskKind, TaskName};
 use crate::task_spawner::TaskSpawner;
 
 /// What went wrong with a critical task.

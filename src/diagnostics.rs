@@ -69,8 +69,9 @@ pub use v2::{
     RuntimeShutdownSectionV2, RuntimeTaskSectionV2,
 };
 
-use crate::blocking::BlockingExecutorSnapshot;
-use crate::task_group::{TaskGroup, TaskGroupEventCounts, TaskGroupId, TaskGroupLifecycleState};
+use crate::shutdown_report::BlockingExecutorSnapshot;
+use crate::task_group::TaskGroup;
+use crate::task_identity::{TaskGroupEventCounts, TaskGroupId, TaskGroupLifecycleState};
 
 /// The diagnostics of one runtime (an owner or a harness): its id and the
 /// functions that build snapshots and views of its groups.

@@ -45,7 +45,7 @@ mod runtime_error;
 mod view;
 
 pub use context::{EnvironmentViolation, RuntimeErrorContext};
-pub use contract::{RuntimeContractPolicy, RuntimeContractViolation};
+pub use contract::{BudgetDimension, RuntimeContractPolicy, RuntimeContractViolation};
 pub use kind::{CanonicalCondition, RuntimeErrorKind};
 pub use operation::{ExternalOperation, RuntimeOperation};
 pub use runtime_error::{RuntimeError, RuntimeResult};

@@ -59,6 +59,7 @@ mod shutdown_report;
 pub mod signal;
 pub mod task;
 mod task_group;
+mod task_identity;
 
 /// The loom models of the task-group gate and the budget tree, run against
 /// the real code: only in `--cfg loom` builds, for the
@@ -129,6 +130,7 @@ pub use shutdown_deadline::*;
 pub use shutdown_report::*;
 pub use task::{ServiceManager, ServiceTask, ServiceTaskContext, ServiceTaskState};
 pub use task_group::*;
+pub use task_identity::*;
 pub use task_spawner::TaskSpawner;
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -62,7 +62,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Mutex, Ordering, StaticAtomicU64, Weak};
-use crate::task_group::{GroupInner, TaskKind};
+use crate::task_group::GroupInner;
+use crate::task_identity::TaskKind;
 
 pub(crate) use gate::OperationGate;
 pub use outcome::{

@@ -31,7 +31,8 @@ use crate::resources::RuntimeResources;
 use crate::service_context::{ContextShared, RootServiceContext};
 use crate::shutdown_deadline::ShutdownDeadline;
 use crate::shutdown_report::ShutdownReport;
-use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+use crate::task_group::TaskGroup;
+use crate::task_identity::TaskGroupLifecycleState;
 
 /// Futures larger than this are boxed before `block_on` polls them.
 const BLOCK_ON_INLINE_LIMIT: usize = 16 * 1024;

@@ -42,7 +42,8 @@ use std::time::Duration;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Mutex, Weak};
 use crate::operation::OperationContext;
-use crate::task_group::{TaskGroup, TaskKind, TaskName};
+use crate::task_group::TaskGroup;
+use crate::task_identity::{TaskKind, TaskName};
 use crate::{shutdown_deadline::ShutdownDeadline, shutdown_report::ShutdownReport};
 
 pub use config::{

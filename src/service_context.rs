@@ -14,12 +14,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::blocking::{BlockingExecutorSnapshot, ManagedBlocking, ScopedLanes};
+use crate::blocking::{ManagedBlocking, ScopedLanes};
 use crate::config::RuntimeConfig;
 use crate::diagnostics::RuntimeDiagnostics;
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation, RuntimeResult};
 use crate::loom::{Ordering, StaticAtomicU64};
 use crate::resources::RuntimeResources;
+use crate::shutdown_report::BlockingExecutorSnapshot;
 use crate::task_group::TaskGroup;
 use crate::task_spawner::TaskSpawner;
 
@@ -120,7 +121,7 @@ impl ContextShared {
             config.blocking_lane_policies.clone(),
         );
         for table in blocking.tables() {
-            root.register_blocking(table);
+            root.register_blocking(table.evidence());
         }
         Arc::new(Self {
             diagnostics: RuntimeDiagnostics::new(n),
@@ -408,7 +409,7 @@ impl ChildServiceContext {
     /// first use and kept by this context.
     pub fn blocking(
         &self,
-        lane: crate::blocking::BlockingLane,
+        lane: crate::shutdown_report::BlockingLane,
     ) -> &crate::blocking::BlockingExecutor {
         self.lanes.get(self.shared.blocking(), lane, &self.group)
     }
@@ -416,19 +417,19 @@ impl ChildServiceContext {
     /// The managed `StorageIo` lane: short storage and filesystem
     /// operations (see [`blocking`](Self::blocking)).
     pub fn storage_io(&self) -> &crate::blocking::BlockingExecutor {
-        self.blocking(crate::blocking::BlockingLane::StorageIo)
+        self.blocking(crate::shutdown_report::BlockingLane::StorageIo)
     }
 
     /// The managed `MetadataIo` lane: metadata persistence (see
     /// [`blocking`](Self::blocking)).
     pub fn metadata_io(&self) -> &crate::blocking::BlockingExecutor {
-        self.blocking(crate::blocking::BlockingLane::MetadataIo)
+        self.blocking(crate::shutdown_report::BlockingLane::MetadataIo)
     }
 
     /// The managed `CpuCrypto` lane: bounded CPU or cryptographic work (see
     /// [`blocking`](Self::blocking)).
     pub fn cpu_crypto(&self) -> &crate::blocking::BlockingExecutor {
-        self.blocking(crate::blocking::BlockingLane::CpuCrypto)
+        self.blocking(crate::shutdown_report::BlockingLane::CpuCrypto)
     }
 
     /// A scheduler over a new child component named `scope`: its drivers

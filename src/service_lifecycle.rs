@@ -556,7 +556,7 @@ impl ServiceLifecycle {
         spawner: &crate::task_spawner::TaskSpawner,
         state: &crate::critical::CriticalFailureState,
         recovery: CriticalFailureRecovery,
-    ) -> RuntimeResult<crate::task_group::TaskId> {
+    ) -> RuntimeResult<crate::task_identity::TaskId> {
         let lifecycle = self.clone();
         state.spawn_monitor(
             spawner,

@@ -24,16 +24,18 @@ use serde::Serialize;
 
 use crate::shutdown_deadline::serialize_duration_ms;
 
+mod blocking;
 mod depth;
 mod json;
 mod summary;
 
+pub use blocking::{
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
+    BlockingTaskState,
+};
 pub use summary::ShutdownReportDisplay;
 
-use crate::{
-    blocking::BlockingExecutorSnapshot, blocking::BlockingTaskSnapshot, task_group::TaskGroupId,
-    task_group::TaskId, task_group::TaskKind, task_group::TaskName, task_group::TaskState,
-};
+use crate::task_identity::{TaskGroupId, TaskId, TaskKind, TaskName, TaskState};
 
 /// Annotation added once by [`ShutdownReport::merge_blocking`] when merged
 /// blocking work may still be running.
@@ -415,10 +417,6 @@ impl<'a> Iterator for PreOrder<'a> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{
-        blocking::BlockingKind, blocking::BlockingLane, blocking::BlockingTaskId,
-        blocking::BlockingTaskState,
-    };
 
     fn task(seq: u64) -> TaskSnapshot {
         let group = TaskGroupId::next();

@@ -28,9 +28,11 @@
 //!    the request and `start` comes second) and copied only into the tree
 //!    root's report, and only if that report has none.
 //! 3. Blocking evidence: every managed lane's table and every isolated
-//!    executor's table is registered (weakly) with the tree; the tree root's
-//!    cached report merges every live registered table that still has
-//!    closures running, so such a report is unhealthy.
+//!    executor's table is registered (weakly) with the tree, as a
+//!    [`BlockingEvidence`] (the tree knows no blocking type: the blocking
+//!    tables implement this trait); the tree root's cached report merges
+//!    every live registered table that still has closures running, so such
+//!    a report is unhealthy.
 //! 4. Creating a child (`try_child`) reads the parent's deadline, creates the
 //!    child with a child token, registers it under the parent's child-link
 //!    lock, then re-reads the parent's deadline: a `shutdown_until` that
@@ -52,7 +54,6 @@
 mod completion;
 mod diagnostics;
 mod gate;
-mod identity;
 mod registry;
 mod shutdown;
 mod submission;
@@ -69,8 +70,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use identity::*;
-
 // The narrow interface other subsystems build tracked tasks on
 // (operations, critical tasks): a future polled with its settlement ticket.
 pub(crate) use completion::{Ending, Settle, Ticket, TrackedFuture};
@@ -80,13 +79,27 @@ pub(crate) use diagnostics::{DetailWalk, ExaminedTask, TaskTally};
 #[cfg(loom)]
 pub(crate) use registry::AbortTarget;
 
-use crate::blocking::table::BlockingTable;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, Weak};
-use crate::shutdown_report::ShutdownReport;
+use crate::shutdown_report::{BlockingExecutorSnapshot, ShutdownReport};
+use crate::task_identity::{
+    TaskEnd, TaskGroupEventCounts, TaskGroupId, TaskGroupLifecycleState, TaskId,
+};
 pub(crate) use gate::{Gate, OPEN};
 use gate::{Refusal, COMPLETED};
 use shutdown::LocalSettlement;
+
+/// What the task tree needs of a blocking table to put its work in the
+/// tree owner's report (invariant 3): the blocking lanes implement it, so
+/// the tree needs nothing from them.
+pub(crate) trait BlockingEvidence: fmt::Debug + Send + Sync {
+    /// Closures running, including abandoned ones still running.
+    fn blocking_still_running(&self) -> usize;
+    /// Notified when the last running closure exits.
+    fn emptied(&self) -> &Notify;
+    /// The evidence to merge into a report.
+    fn snapshot(&self) -> BlockingExecutorSnapshot;
+}
 
 /// State shared by every group of one ownership tree (one owner or harness).
 #[derive(Debug)]
@@ -97,7 +110,7 @@ pub(crate) struct TreeShared {
     closed_component_logged: AtomicBool,
     /// Blocking tables whose running closures count in the tree owner's
     /// shutdown report (the managed lanes and every isolated executor).
-    blocking: Mutex<Vec<Weak<BlockingTable>>>,
+    blocking: Mutex<Vec<Weak<dyn BlockingEvidence>>>,
     /// Why the service owning this tree stopped (first recorded wins);
     /// copied into the tree owner's shutdown report.
     shutdown_reason: OnceLock<&'static str>,
@@ -136,14 +149,14 @@ impl TreeShared {
     }
 
     /// Registers a blocking table (dropped tables are pruned here).
-    fn register_blocking(&self, table: &Arc<BlockingTable>) {
+    fn register_blocking(&self, table: Weak<dyn BlockingEvidence>) {
         let mut tables = self.blocking.lock();
         tables.retain(|table| table.strong_count() > 0);
-        tables.push(Arc::downgrade(table));
+        tables.push(table);
     }
 
     /// The live registered tables.
-    fn blocking_tables(&self) -> Vec<Arc<BlockingTable>> {
+    fn blocking_tables(&self) -> Vec<Arc<dyn BlockingEvidence>> {
         self.blocking
             .lock()
             .iter()
@@ -400,7 +413,7 @@ impl TaskGroup {
 
     /// Registers a blocking table with this group's tree, so its running
     /// closures count in the tree owner's shutdown report.
-    pub(crate) fn register_blocking(&self, table: &Arc<BlockingTable>) {
+    pub(crate) fn register_blocking(&self, table: Weak<dyn BlockingEvidence>) {
         self.inner.tree.register_blocking(table);
     }
 

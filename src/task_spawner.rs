@@ -7,7 +7,8 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::task_group::{TaskGroup, TaskGroupId};
+use crate::task_group::TaskGroup;
+use crate::task_identity::TaskGroupId;
 
 /// The spawn methods a capability exposes, delegated to the `TaskGroup` in
 /// its field `$group`: one definition for [`TaskSpawner`] and
@@ -23,10 +24,10 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn<F>(
             &self,
-            name: impl Into<crate::task_group::TaskName>,
-            kind: crate::task_group::TaskKind,
+            name: impl Into<crate::task_identity::TaskName>,
+            kind: crate::task_identity::TaskKind,
             future: F,
-        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -41,9 +42,9 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_service<F>(
             &self,
-            name: impl Into<crate::task_group::TaskName>,
+            name: impl Into<crate::task_identity::TaskName>,
             future: F,
-        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -59,9 +60,9 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_cancellable_service<F>(
             &self,
-            name: impl Into<crate::task_group::TaskName>,
+            name: impl Into<crate::task_identity::TaskName>,
             future: F,
-        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -76,11 +77,11 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_critical<F>(
             &self,
-            name: impl Into<crate::task_group::TaskName>,
-            kind: crate::task_group::TaskKind,
+            name: impl Into<crate::task_identity::TaskName>,
+            kind: crate::task_identity::TaskKind,
             state: crate::critical::CriticalFailureState,
             future: F,
-        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {
@@ -96,10 +97,10 @@ macro_rules! delegate_spawns {
         #[track_caller]
         pub fn spawn_critical_service<F>(
             &self,
-            name: impl Into<crate::task_group::TaskName>,
+            name: impl Into<crate::task_identity::TaskName>,
             state: crate::critical::CriticalFailureState,
             future: F,
-        ) -> crate::error::RuntimeResult<crate::task_group::TaskId>
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
         where
             F: std::future::Future<Output = ()> + Send + 'static,
         {

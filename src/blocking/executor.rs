@@ -51,12 +51,13 @@ use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
 use crate::blocking::job::BlockingJob;
 use crate::blocking::scope::{Admit, ExecutorInner, Isolated};
 use crate::blocking::table::BlockingTable;
-use crate::blocking::{
-    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingPoolPolicy, BlockingTaskState,
-};
+use crate::blocking::BlockingPoolPolicy;
 use crate::error::{RuntimeContractViolation, RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::{
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskState,
+};
 use crate::task_group::TaskGroup;
 use crate::wait::notified_until;
 
@@ -133,7 +134,7 @@ impl BlockingExecutor {
         };
         let budget = AdmissionBudget::new(policy.max_concurrency, &[limits]);
         let table = BlockingTable::new(&policy, BlockingLane::StorageIo, 0, budget);
-        owner_group.register_blocking(&table);
+        owner_group.register_blocking(table.evidence());
         Ok(Self {
             inner: Arc::new(ExecutorInner {
                 policy,

@@ -8,9 +8,9 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use crate::blocking::admission::AdmissionPermit;
 use crate::blocking::scope::{Admit, ExecutorInner};
 use crate::blocking::table::{BlockingTable, RecordGuard};
-use crate::blocking::BlockingTaskState;
 use crate::loom::Arc;
 use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::BlockingTaskState;
 
 /// Marks the record `TimedOutStillRunning` when the caller stops waiting
 /// for a closure that may still run.
@@ -105,7 +105,8 @@ mod tests {
 
     use super::*;
     use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
-    use crate::blocking::{BlockingKind, BlockingLane, BlockingPoolPolicy};
+    use crate::blocking::BlockingPoolPolicy;
+    use crate::shutdown_report::{BlockingKind, BlockingLane};
 
     /// Invariant 61, second half: the permit goes back before the record.
     /// With the table's records locked, the job's thread can release its

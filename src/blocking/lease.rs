@@ -31,10 +31,11 @@ use std::fmt;
 use std::future::Future;
 
 use crate::blocking::scope::Admit;
-use crate::blocking::{BlockingExecutor, BlockingKind};
+use crate::blocking::BlockingExecutor;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicUsize, Ordering};
 use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::BlockingKind;
 
 /// The number of submissions a lease still allows.
 #[derive(Debug)]

@@ -6,8 +6,9 @@ use crate::blocking::admission::{AdmissionBudget, LaneLimits};
 use crate::blocking::executor::BlockingExecutor;
 use crate::blocking::scope::ExecutorInner;
 use crate::blocking::table::BlockingTable;
-use crate::blocking::{BlockingLane, BlockingLanePolicies, BlockingPoolPolicy};
+use crate::blocking::{BlockingLanePolicies, BlockingPoolPolicy};
 use crate::loom::Arc;
+use crate::shutdown_report::BlockingLane;
 use crate::task_group::TaskGroup;
 
 /// The managed lanes of one owner: one admission budget, one table per lane.

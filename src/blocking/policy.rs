@@ -1,60 +1,14 @@
-//! Blocking lane identity, kinds and per-lane policies.
+//! Per-lane blocking policies (the lane identity and kinds are the
+//! reports' vocabulary: `shutdown_report/blocking.rs`).
 //!
 //! Invariant: a policy is validated without side effects, reporting its first
 //! broken rule in the documented order; the lane policies are validated in
 //! `BlockingLane::ALL` order, the first violation winning.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation};
-
-/// A managed blocking lane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BlockingLane {
-    /// Short storage and filesystem operations.
-    StorageIo,
-    /// Metadata persistence.
-    MetadataIo,
-    /// Bounded CPU or cryptographic work.
-    CpuCrypto,
-}
-
-impl BlockingLane {
-    /// Every lane, in the order lanes are validated, reported and iterated.
-    pub const ALL: [BlockingLane; 3] = [Self::StorageIo, Self::MetadataIo, Self::CpuCrypto];
-
-    /// The kebab-case label, identical to the serde form and `Display`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::StorageIo => "storage-io",
-            Self::MetadataIo => "metadata-io",
-            Self::CpuCrypto => "cpu-crypto",
-        }
-    }
-}
-
-impl fmt::Display for BlockingLane {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What kind of blocking work a submission is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BlockingKind {
-    /// Short blocking I/O.
-    ShortIo,
-    /// Bounded CPU-bound work.
-    CpuBound,
-    /// A long-running blocking loop: always rejected by the lanes; such work
-    /// needs a dedicated thread owner with a stop and join protocol.
-    LongRunning,
-}
+use crate::shutdown_report::BlockingLane;
 
 /// Limits of one blocking pool (a managed lane or an isolated executor).
 ///
@@ -261,6 +215,13 @@ impl BlockingLanePolicies {
 
 impl Default for BlockingLanePolicies {
     fn default() -> Self {
-        Self::for_parallelism(crate::config::default_parallelism())
+        Self::for_parallelism(default_parallelism())
     }
+}
+
+/// `std::thread::available_parallelism()`, or 4 when it is unknown: the
+/// parallelism every default profile (lanes and `RuntimeConfig`) derives
+/// from.
+pub(crate) fn default_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(4, |p| p.get())
 }

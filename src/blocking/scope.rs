@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::table::BlockingTable;
 use crate::blocking::BlockingPoolPolicy;
 use crate::loom::Arc;
-use crate::task_group::{TaskGroup, TaskGroupLifecycleState};
+use crate::task_group::TaskGroup;
+use crate::task_identity::TaskGroupLifecycleState;
 
 /// Which admission rule a submission follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,11 +27,12 @@ use crate::blocking::admission::Admission;
 use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
 use crate::blocking::lease::LeaseShare;
 use crate::blocking::scope::Admit;
-use crate::blocking::{BlockingExecutor, BlockingKind};
+use crate::blocking::BlockingExecutor;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::Arc;
 use crate::shutdown_deadline::saturating_add;
 use crate::shutdown_deadline::ShutdownDeadline;
+use crate::shutdown_report::BlockingKind;
 
 /// Results larger than this travel boxed from the blocking thread.
 const INLINE_RESULT_LIMIT: usize = 16 * 1024;

@@ -22,11 +22,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::blocking::admission::AdmissionBudget;
-use crate::blocking::{
-    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingPoolPolicy, BlockingTaskId,
-    BlockingTaskSnapshot, BlockingTaskState,
+use crate::blocking::BlockingPoolPolicy;
+use crate::loom::{Arc, AtomicU64, Mutex, Ordering, Weak};
+use crate::shutdown_report::{
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
+    BlockingTaskState,
 };
-use crate::loom::{Arc, AtomicU64, Mutex, Ordering};
+use crate::task_group::BlockingEvidence;
 
 #[derive(Debug)]
 struct Record {
@@ -254,6 +256,29 @@ impl BlockingTable {
 pub(crate) struct RecordGuard {
     table: Arc<BlockingTable>,
     id: u64,
+}
+
+/// The tree's view of a table (`task_group.rs`, invariant 3).
+impl BlockingEvidence for BlockingTable {
+    fn blocking_still_running(&self) -> usize {
+        BlockingTable::blocking_still_running(self)
+    }
+
+    fn emptied(&self) -> &Notify {
+        BlockingTable::emptied(self)
+    }
+
+    fn snapshot(&self) -> BlockingExecutorSnapshot {
+        BlockingTable::snapshot(self)
+    }
+}
+
+impl BlockingTable {
+    /// This table as evidence for a task tree (registered weakly).
+    pub(crate) fn evidence(self: &Arc<Self>) -> Weak<dyn BlockingEvidence> {
+        let weak: Weak<Self> = Arc::downgrade(self);
+        weak
+    }
 }
 
 impl RecordGuard {

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::blocking::{BlockingKind, BlockingLane};
-use crate::task_group::{TaskGroupLifecycleState, TaskKind};
+use crate::shutdown_report::{BlockingKind, BlockingLane};
+use crate::task_identity::{TaskGroupLifecycleState, TaskKind};
 
 /// Which kind of process a view describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -11,8 +11,9 @@ use super::labels::{
     RuntimeTaskKindV1,
 };
 use super::millis;
-use crate::blocking::{BlockingExecutorSnapshot, BlockingLane};
-use crate::task_group::{TaskGroup, TaskKind, TaskTally};
+use crate::shutdown_report::{BlockingExecutorSnapshot, BlockingLane};
+use crate::task_group::{TaskGroup, TaskTally};
+use crate::task_identity::TaskKind;
 
 /// Bounds and the long-running threshold of a V1 view.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use super::v1::{
     bounded, kind_summaries, lane_summaries, RuntimeBlockingLaneSummaryV1,
     RuntimeDiagnosticsViewOptions, RuntimeTaskKindSummaryV1,
 };
-use crate::blocking::BlockingExecutorSnapshot;
 use crate::metadata_io::MetadataIoSnapshot;
 use crate::scheduled::ScheduledTaskSnapshot;
+use crate::shutdown_report::BlockingExecutorSnapshot;
 use crate::shutdown_report::ShutdownReport;
 use crate::task_group::TaskGroup;
 

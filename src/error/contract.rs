@@ -4,7 +4,6 @@
 use std::fmt;
 
 use super::kind::CanonicalCondition;
-use crate::resource_budget::BudgetDimension;
 
 /// The rule a rejected configuration broke.
 ///
@@ -340,5 +339,35 @@ impl RuntimeContractViolation {
     /// Shorthand for [`InvalidConfiguration`](Self::InvalidConfiguration).
     pub(crate) const fn configuration(policy: RuntimeContractPolicy) -> Self {
         Self::InvalidConfiguration { policy }
+    }
+}
+
+/// A dimension of a budget: what a budget limit or a contract violation
+/// is about (defined with the errors, which name it, so the error
+/// vocabulary needs nothing from the budget tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetDimension {
+    /// Number of reservations.
+    Count,
+    /// Retained bytes.
+    Bytes,
+    /// Reservations per second.
+    Rate,
+}
+
+impl BudgetDimension {
+    /// The lowercase label (`count`, `bytes`, `rate`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Count => "count",
+            Self::Bytes => "bytes",
+            Self::Rate => "rate",
+        }
+    }
+}
+
+impl fmt::Display for BudgetDimension {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

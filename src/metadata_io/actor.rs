@@ -95,7 +95,8 @@ use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourcePe
 use crate::resources::RuntimeResources;
 use crate::service_context::ChildServiceContext;
 use crate::shutdown_deadline::ShutdownDeadline;
-use crate::task_group::{TaskGroup, TaskKind};
+use crate::task_group::TaskGroup;
+use crate::task_identity::TaskKind;
 
 mod admission;
 mod commit;

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::shutdown_deadline::ShutdownDeadline;
-use crate::task_group::TaskKind;
+use crate::task_identity::TaskKind;
 
 /// How one accepted operation task ended.
 ///

@@ -67,10 +67,8 @@ use crate::inline::with_inline_limit;
 use crate::loom::Arc;
 use crate::operation::gate::{Refused, Submission};
 use crate::operation::{OperationContext, OperationOutcome, OperationShared};
-use crate::task_group::{
-    Ending, GroupInner, Settle, TaskEnd, TaskGroup, TaskId, TaskKind, TaskName, Ticket,
-    TrackedFuture,
-};
+use crate::task_group::{Ending, GroupInner, Settle, TaskGroup, Ticket, TrackedFuture};
+use crate::task_identity::{TaskEnd, TaskId, TaskKind, TaskName};
 
 pin_project! {
     /// The user future of one operation task. The owner group and the

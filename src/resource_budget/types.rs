@@ -15,6 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) use crate::error::BudgetDimension;
 use crate::error::RuntimeContractViolation;
 use crate::loom::Arc;
 
@@ -41,34 +42,6 @@ pub enum BudgetClass {
     Data,
     /// Control work: may use the control reserve.
     Control,
-}
-
-/// A dimension of a budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BudgetDimension {
-    /// Number of reservations.
-    Count,
-    /// Retained bytes.
-    Bytes,
-    /// Reservations per second.
-    Rate,
-}
-
-impl BudgetDimension {
-    /// The lowercase label (`count`, `bytes`, `rate`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Count => "count",
-            Self::Bytes => "bytes",
-            Self::Rate => "rate",
-        }
-    }
-}
-
-impl fmt::Display for BudgetDimension {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A token-bucket rate: `permits_per_second` refill, `burst` bucket size.

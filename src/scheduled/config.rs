@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::task_group::TaskId;
+use crate::task_identity::TaskId;
 
 /// The timing mode of a schedule (decided by the [`ScheduledTaskConfig`]
 /// constructor).

@@ -52,7 +52,8 @@ use crate::operation::OperationContext;
 use crate::scheduled::config::{ScheduleMode, ScheduledTaskControl};
 use crate::scheduled::metrics::{DriverRunning, Schedule};
 use crate::shutdown_deadline::saturating_add;
-use crate::task_group::{TaskGroup, TaskId, TaskKind, TaskName};
+use crate::task_group::TaskGroup;
+use crate::task_identity::{TaskId, TaskKind, TaskName};
 
 /// One run's future, type-erased at registration (one allocation per run).
 pub(crate) type RunFuture = Pin<Box<dyn Future<Output = ScheduledTaskControl> + Send>>;

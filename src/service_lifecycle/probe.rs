@@ -66,7 +66,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{ServiceLifecycle, ServiceLifecycleState, ShutdownReason};
-use crate::{task_group::TaskGroup, task_group::TaskKind};
+use crate::{task_group::TaskGroup, task_identity::TaskKind};
 
 /// Maximum number of concurrently served probe connections.
 pub(crate) const MAX_PROBE_CONNECTIONS: usize = 64;

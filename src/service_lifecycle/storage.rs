@@ -18,7 +18,7 @@ use std::num::NonZeroU64;
 
 use super::{DependencyReadiness, LifecycleState, ServiceLifecycle};
 use crate::error::RuntimeResult;
-use crate::{metadata_io::MetadataIoActor, task_group::TaskId, task_spawner::TaskSpawner};
+use crate::{metadata_io::MetadataIoActor, task_identity::TaskId, task_spawner::TaskSpawner};
 
 /// The name of the dependency [`ServiceLifecycle::watch_metadata_storage`]
 /// publishes.

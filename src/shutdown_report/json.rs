@@ -22,8 +22,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use super::{depth, ShutdownAnnotation, ShutdownReport, TaskSnapshot};
-use crate::blocking::BlockingTaskSnapshot;
+use super::{depth, BlockingTaskSnapshot, ShutdownAnnotation, ShutdownReport, TaskSnapshot};
 use crate::shutdown_deadline::serialize_duration_ms;
 
 /// A node's fields before `children`.

@@ -52,7 +52,7 @@ use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, Mutex};
 use crate::{
     shutdown_deadline::ShutdownDeadline, shutdown_report::ShutdownReport, task_group::TaskGroup,
-    task_group::TaskId,
+    task_identity::TaskId,
 };
 
 mod context;

@@ -51,9 +51,9 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
 use crate::task_group::gate::SHARDS;
-use crate::task_group::identity::TaskEnd;
 use crate::task_group::registry::{SeqCheck, MAX_SLOTS};
 use crate::task_group::GroupInner;
+use crate::task_identity::TaskEnd;
 
 /// How a tracked future ended, decided by [`Tracked`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::loom::Arc;
-use crate::task_group::{GroupInner, TaskGroup, TaskKind};
+use crate::task_group::{GroupInner, TaskGroup};
+use crate::task_identity::TaskKind;
 
 /// One task kind's figures in a tally.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -139,10 +139,10 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
-use crate::task_group::identity::{TaskEnd, TaskGroupId, TaskKind, TaskName};
 #[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{AbortTarget, OperationTag, SeqCheck, TaskTable, MAX_SLOTS};
+use crate::task_identity::{TaskEnd, TaskGroupId, TaskKind, TaskName};
 
 pub(crate) const OPEN: u8 = 0;
 pub(crate) const CLOSING: u8 = 1;

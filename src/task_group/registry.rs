@@ -73,7 +73,7 @@ use std::collections::VecDeque;
 
 use tokio::time::Instant;
 
-use crate::task_group::identity::{TaskKind, TaskName};
+use crate::task_identity::{TaskKind, TaskName};
 
 mod record;
 

@@ -62,8 +62,8 @@ use crate::loom::Arc;
 use crate::shutdown_deadline::ShutdownDeadline;
 use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
 use crate::task_group::gate::{ListedTask, Stragglers, CLOSED, COMPLETED};
-use crate::task_group::identity::{TaskId, TaskState};
 use crate::task_group::{GroupInner, TaskGroup};
+use crate::task_identity::{TaskId, TaskState};
 use crate::wait::{notified, wait_for, Expiry, Watch};
 
 /// How many times a drain yields to let aborted futures be destroyed after

@@ -43,9 +43,9 @@ use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::completion::{
     Plain, Settle, Settlement, Ticket, Tracked, TrackedFuture, UntilCancelled,
 };
-use crate::task_group::identity::{TaskId, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
 use crate::task_group::{refusal_error, GroupInner, TaskGroup};
+use crate::task_identity::{TaskId, TaskKind, TaskName};
 use crate::wait::{notified_until, Watch};
 
 /// A task registered under the gate but not yet handed to Tokio (see

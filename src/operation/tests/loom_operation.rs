@@ -139,7 +139,7 @@ fn loom_operation_close_for_an_owner_races_a_binding_submission() {
 fn loom_operation_hard_stop_misses_no_registering_task() {
     use crate::task_group::AbortTarget;
     use crate::task_group::{Gate, OPEN};
-    use crate::task_group::{TaskKind, TaskName};
+    use crate::task_identity::{TaskKind, TaskName};
 
     #[derive(Debug)]
     struct NoHandle;

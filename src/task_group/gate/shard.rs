@@ -7,8 +7,8 @@ use tokio::time::Instant;
 
 use super::SHARDS;
 use crate::loom::{AtomicU64, Mutex, Ordering};
-use crate::task_group::identity::TaskEnd;
 use crate::task_group::registry::{Removed, SeqCheck, TaskTable};
+use crate::task_identity::TaskEnd;
 
 /// The shard a registration from this thread uses: threads are numbered in
 /// the order they first submit, and thread `n` uses shard `n % SHARDS`.

@@ -5,7 +5,7 @@
 use tokio::time::Instant;
 
 use super::{Chunk, NIL};
-use crate::task_group::identity::{TaskKind, TaskName};
+use crate::task_identity::{TaskKind, TaskName};
 
 /// Something that can abort a task: Tokio's `AbortHandle` in production, a
 /// recording fake in the loom models.

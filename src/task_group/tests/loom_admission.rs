@@ -8,8 +8,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::task_group::gate::{Gate, Refusal, CLOSING, OPEN, SHARDS};
-use crate::task_group::identity::{TaskEnd, TaskKind, TaskName};
 use crate::task_group::registry::{seq_check, AbortTarget};
+use crate::task_identity::{TaskEnd, TaskKind, TaskName};
 
 /// Records abort calls instead of aborting a Tokio task.
 #[derive(Debug, Clone)]

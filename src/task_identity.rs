@@ -1,4 +1,7 @@
-//! Task and group identity: ids, names, kinds and states.
+//! Task and group identity: ids, names, kinds and states, the words the
+//! task tree (`task_group`), its reports (`shutdown_report`) and its
+//! diagnostics share. It sits below both, so a report names tasks without
+//! depending on the tree that settles them.
 //!
 //! Invariants:
 //!

@@ -29,7 +29,6 @@ use crate::inline::with_inline_limit;
 use crate::loom::Mutex;
 use crate::task_group::{Settle, TaskGroup, TrackedFuture};
 use crate::task_identity::{TaskEnd, TaskId, TaskKind, TaskName};
-use crate::task_spawner::TaskSpawner;
 
 /// What went wrong with a critical task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -205,37 +204,6 @@ impl CriticalFailureState {
         let (sender, receiver) = mpsc::channel(capacity);
         self.inner.record.lock().subscribers.push(sender);
         Ok(CriticalFailureSubscription { receiver })
-    }
-
-    /// Spawns a monitor that takes each pending failure and calls
-    /// `handler` with it, until the spawner's scope is cancelled (the
-    /// cancellation wins even before the first poll; a failure not yet
-    /// taken stays pending).
-    ///
-    /// # Errors
-    ///
-    /// The spawner's refusal (`Closed`, `Poisoned`).
-    pub fn spawn_monitor(
-        &self,
-        spawner: &TaskSpawner,
-        name: impl Into<TaskName>,
-        handler: impl Fn(CriticalFailure) + Send + Sync + 'static,
-    ) -> RuntimeResult<TaskId> {
-        let state = self.clone();
-        let cancelled = spawner.cancellation_token();
-        spawner.spawn_service(name, async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    () = cancelled.cancelled() => return,
-                    _ = state.wait() => {
-                        if let Some(failure) = state.handle() {
-                            handler(failure);
-                        }
-                    }
-                }
-            }
-        })
     }
 }
 

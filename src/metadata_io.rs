@@ -12,6 +12,7 @@ pub(crate) mod fs;
 pub(crate) mod targets;
 pub(crate) mod types;
 
+pub(crate) use actor::ActorSeat;
 pub use actor::{
     MetadataIoActor, MetadataIoObserver, MetadataIoPlan, MetadataIoReceipt, MetadataStorageFailure,
 };

@@ -8,18 +8,17 @@
 //! 2. The detected (or configured) memory limit and the managed budget are
 //!    kept apart: the limit is for reporting, the managed bytes are what the
 //!    budget charges.
-//! 3. The metadata target registry (one per owner, shared by its actors)
-//!    lives in `crate::metadata_io::targets`, which holds its invariants;
-//!    this file only owns it and the owner-scoped generation counter of
-//!    `submit_next` (unique across actors, wraps to 1).
+//! 3. The metadata target registry (one per owner, shared by its actors,
+//!    with the owner-scoped generation counter of `submit_next`) is
+//!    defined and argued in `crate::metadata_io::targets`; the owner's
+//!    resources hold it so every context hands the same one to its actors.
 
 use std::fmt;
 use std::num::NonZeroUsize;
 
 use crate::error::RuntimeContractViolation;
-use crate::loom::{Arc, AtomicU64, Ordering};
+use crate::loom::Arc;
 use crate::metadata_io::targets::{MetadataTargetRegistry, MetadataTargetRegistryStats};
-use crate::metadata_io::types::MetadataGeneration;
 use crate::resource_budget::memory::{
     ManagedMemoryBudget, ManagedMemoryPolicy, ProcessMemoryLimit,
 };
@@ -42,9 +41,7 @@ struct ResourcesInner {
     memory_budget: ManagedMemoryBudget,
     process: ResourceBudgetTree,
     /// Owner-scoped metadata target registry: one writer per target path.
-    metadata_targets: MetadataTargetRegistry,
-    /// Owner-scoped generation counter for `submit_next`.
-    metadata_generation: AtomicU64,
+    metadata_targets: Arc<MetadataTargetRegistry>,
 }
 
 impl fmt::Debug for RuntimeResources {
@@ -76,8 +73,7 @@ impl RuntimeResources {
                 memory_limit: configured.unwrap_or(detected),
                 memory_budget,
                 process,
-                metadata_targets: MetadataTargetRegistry::new(metadata_target_capacity),
-                metadata_generation: AtomicU64::new(0),
+                metadata_targets: Arc::new(MetadataTargetRegistry::new(metadata_target_capacity)),
             }),
         })
     }
@@ -98,15 +94,6 @@ impl RuntimeResources {
         self.inner.process.root()
     }
 
-    /// The next generation of the owner-wide counter (never 0; wraps to 1).
-    pub(crate) fn next_metadata_generation(&self) -> MetadataGeneration {
-        let next = self
-            .inner
-            .metadata_generation
-            .fetch_add(1, Ordering::Relaxed);
-        MetadataGeneration::new(next.wrapping_add(1).max(1))
-    }
-
     /// How full the owner's metadata target registry is (no paths): its
     /// capacity, the histories it keeps (with a live writer or idle),
     /// fenced targets and the room left. Retiring idle histories
@@ -117,46 +104,7 @@ impl RuntimeResources {
     }
 
     /// The owner's metadata target registry.
-    pub(crate) fn metadata_targets(&self) -> &MetadataTargetRegistry {
+    pub(crate) fn metadata_targets(&self) -> &Arc<MetadataTargetRegistry> {
         &self.inner.metadata_targets
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::metadata_io::targets::DEFAULT_CAPACITY;
-
-    /// Invariant 99: `submit_next` generations come from one owner-scoped
-    /// counter: increasing, never 0, wrapping to 1.
-    #[test]
-    fn generations_are_owner_scoped_increasing_and_wrap_to_one() {
-        let limit = ProcessMemoryLimit::configured(1 << 30).expect("positive");
-        let resources = RuntimeResources::new(
-            limit,
-            None,
-            ManagedMemoryPolicy::default(),
-            DEFAULT_CAPACITY,
-        )
-        .expect("resolves");
-        let shared = resources.clone();
-        let first = resources.next_metadata_generation();
-        let second = shared.next_metadata_generation();
-        assert_eq!(
-            (first.get(), second.get()),
-            (1, 2),
-            "one counter for clones"
-        );
-        resources
-            .inner
-            .metadata_generation
-            .store(u64::MAX - 1, Ordering::Relaxed);
-        assert_eq!(resources.next_metadata_generation().get(), u64::MAX);
-        assert_eq!(resources.next_metadata_generation().get(), 1, "wraps to 1");
-        assert_eq!(
-            resources.next_metadata_generation().get(),
-            1,
-            "0 is skipped"
-        );
     }
 }

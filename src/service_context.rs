@@ -14,6 +14,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+mod start;
+
 use crate::blocking::{ManagedBlocking, ScopedLanes};
 use crate::config::RuntimeConfig;
 use crate::diagnostics::RuntimeDiagnostics;

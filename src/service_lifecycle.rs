@@ -37,8 +37,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-#[cfg(not(loom))]
-use crate::loom::Ordering;
 use crate::loom::{AtomicBool, Mutex};
 use crate::shutdown_deadline::ShutdownDeadline;
 
@@ -49,6 +47,8 @@ mod notify;
 #[cfg(not(loom))]
 mod start;
 mod storage;
+#[cfg(not(loom))]
+pub(crate) use start::LifecycleSeat;
 mod types;
 
 pub use config::{DrainRequestMethods, ServiceLifecycleConfig};
@@ -224,41 +224,6 @@ impl ServiceLifecycle {
             to: ServiceLifecycleState::Starting,
         });
         Ok(())
-    }
-
-    #[cfg(not(loom))]
-    /// Starts the lifecycle's own work in a `service-lifecycle` component
-    /// of `context`: a heartbeat that records progress every second, and
-    /// the probe server when `probe_bind_addr` is set.
-    ///
-    /// # Errors
-    ///
-    /// `internal_failure(StartServiceLifecycle)` for a second start; the
-    /// component's refusal; `io(BindServiceHealthProbe)` when the probe
-    /// address cannot be bound: its source is the OS error and its
-    /// [`context`](RuntimeError::context) the address (the component is
-    /// shut down and `start` can be retried).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: dropping the future mid-start may leave the
-    /// component started; shut the context down to clean it up.
-    pub async fn start(
-        &self,
-        context: &crate::service_context::ChildServiceContext,
-    ) -> RuntimeResult<()> {
-        if self.inner.started.swap(true, Ordering::SeqCst) {
-            return Err(RuntimeError::internal_failure(
-                RuntimeOperation::StartServiceLifecycle,
-            ));
-        }
-        match self.start_component(context).await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                self.inner.started.store(false, Ordering::SeqCst);
-                Err(error)
-            }
-        }
     }
 
     /// Serves `/metrics` on the probe server (OpenMetrics text): the

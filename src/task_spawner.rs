@@ -7,8 +7,10 @@
 
 use tokio_util::sync::CancellationToken;
 
+use crate::critical::{CriticalFailure, CriticalFailureState};
+use crate::error::RuntimeResult;
 use crate::task_group::TaskGroup;
-use crate::task_identity::TaskGroupId;
+use crate::task_identity::{TaskGroupId, TaskId, TaskName};
 
 /// The spawn methods a capability exposes, delegated to the `TaskGroup` in
 /// its field `$group`: one definition for [`TaskSpawner`] and
@@ -143,4 +145,40 @@ impl TaskSpawner {
     }
 
     delegate_spawns!(group);
+}
+
+/// Critical failures meet spawners here and nowhere else: a monitor runs as
+/// a service of the spawner's group (the failure state itself knows no
+/// spawner).
+impl CriticalFailureState {
+    /// Spawns a monitor that takes each pending failure and calls
+    /// `handler` with it, until the spawner's scope is cancelled (the
+    /// cancellation wins even before the first poll; a failure not yet
+    /// taken stays pending).
+    ///
+    /// # Errors
+    ///
+    /// The spawner's refusal (`Closed`, `Poisoned`).
+    pub fn spawn_monitor(
+        &self,
+        spawner: &TaskSpawner,
+        name: impl Into<TaskName>,
+        handler: impl Fn(CriticalFailure) + Send + Sync + 'static,
+    ) -> RuntimeResult<TaskId> {
+        let state = self.clone();
+        let cancelled = spawner.cancellation_token();
+        spawner.spawn_service(name, async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    () = cancelled.cancelled() => return,
+                    _ = state.wait() => {
+                        if let Some(failure) = state.handle() {
+                            handler(failure);
+                        }
+                    }
+                }
+            }
+        })
+    }
 }

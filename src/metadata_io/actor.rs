@@ -84,7 +84,8 @@ use tokio::sync::{oneshot, Notify};
 use crate::blocking::BlockingExecutor;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, StaticAtomicU64};
-use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
+use crate::metadata_io::fs::MetadataFileSystem;
+use crate::metadata_io::targets::MetadataTargetRegistry;
 use crate::metadata_io::types::{
     MetadataDeadline, MetadataGeneration, MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome,
     MetadataIoBlockingLaneProfile, MetadataIoCommitOutcome, MetadataIoConfig,
@@ -92,8 +93,6 @@ use crate::metadata_io::types::{
     MetadataIoShutdownReport, MetadataIoSnapshot, MetadataWriteRequest,
 };
 use crate::resource_budget::{BudgetLimit, FullPolicy, ResourceBudget, ResourcePermit};
-use crate::resources::RuntimeResources;
-use crate::service_context::ChildServiceContext;
 use crate::shutdown_deadline::ShutdownDeadline;
 use crate::task_group::TaskGroup;
 use crate::task_identity::TaskKind;
@@ -115,6 +114,17 @@ use writes::CoordinatorExit;
 
 static NEXT_ACTOR_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 
+/// What an actor takes from the context it starts in: the context's
+/// metadata lane, the owner's process budget and target registry, and the
+/// group its coordinator runs in.
+#[derive(Debug)]
+pub(crate) struct ActorSeat {
+    pub(crate) lane: BlockingExecutor,
+    pub(crate) process: ResourceBudget,
+    pub(crate) targets: Arc<MetadataTargetRegistry>,
+    pub(crate) group: TaskGroup,
+}
+
 /// A validated actor configuration, ready to start.
 #[derive(Debug, Clone)]
 pub struct MetadataIoPlan {
@@ -132,29 +142,20 @@ impl MetadataIoPlan {
         self
     }
 
-    /// Starts an actor writing to the local filesystem.
-    ///
-    /// # Errors
-    ///
-    /// The context's group refuses the coordinator task (`Closed`,
-    /// `Poisoned`), or the `metadata-io` budget cannot be derived.
-    pub fn start(self, context: &ChildServiceContext) -> RuntimeResult<MetadataIoActor> {
-        self.start_with_file_system(context, Arc::new(LocalMetadataFileSystem))
-    }
-
-    /// Starts an actor over `file_system` (fault injection, tests).
-    ///
-    /// # Errors
-    ///
-    /// As [`start`](Self::start).
-    pub fn start_with_file_system(
+    /// Starts an actor in `seat` (what `start` takes from a context: see
+    /// `service_context/start.rs`, which wires services to contexts).
+    pub(crate) fn launch(
         self,
-        context: &ChildServiceContext,
+        seat: ActorSeat,
         file_system: Arc<dyn MetadataFileSystem>,
     ) -> RuntimeResult<MetadataIoActor> {
-        let lane = context.metadata_io().clone();
+        let ActorSeat {
+            lane,
+            process,
+            targets,
+            group,
+        } = seat;
         let lane_concurrency = lane.policy().max_concurrency;
-        let process = context.process_budget();
         let parent = process.limit().capacity;
         let budget = process
             .child(
@@ -187,8 +188,8 @@ impl MetadataIoPlan {
             lane,
             file_system,
             budget,
-            resources: context.resources().clone(),
-            group: context.task_group().clone(),
+            targets,
+            group,
             state: Mutex::new(ActorState::default()),
             wake: Notify::new(),
             finished: Notify::new(),
@@ -305,7 +306,7 @@ impl MetadataIoActor {
         target: impl Into<std::path::PathBuf>,
         bytes: impl Into<Vec<u8>>,
     ) -> MetadataWriteRequest {
-        let generation = self.shared.resources.next_metadata_generation();
+        let generation = self.shared.targets.next_generation();
         MetadataWriteRequest::new(resource, generation, target, bytes)
     }
 

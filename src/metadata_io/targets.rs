@@ -31,6 +31,9 @@
 //! 5. Lock order: an actor's state lock, then the registry lock, then a
 //!    history's lock. The history lock is only held to read or update one
 //!    history.
+//! 6. `submit_next` generations come from one counter per owner, kept
+//!    here with the histories: increasing, never 0, wrapping to 1, shared
+//!    by every actor of the owner.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -40,7 +43,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::loom::{Mutex, Ordering, StaticAtomicU64};
+use crate::loom::{AtomicU64, Mutex, Ordering, StaticAtomicU64};
 use crate::metadata_io::types::MetadataGeneration;
 
 /// Registration ids: one per claim, never reused.
@@ -203,10 +206,12 @@ pub(crate) enum TargetClaimRefusal {
     Full { capacity: usize },
 }
 
-/// The histories of one owner (see the module docs).
+/// The histories of one owner (see the module docs), and its generation
+/// counter for `submit_next` (invariant 6).
 pub(crate) struct MetadataTargetRegistry {
     capacity: usize,
     targets: Mutex<HashMap<PathBuf, Arc<TargetHistory>>>,
+    generation: AtomicU64,
 }
 
 impl fmt::Debug for MetadataTargetRegistry {
@@ -222,7 +227,15 @@ impl MetadataTargetRegistry {
         Self {
             capacity: capacity.get(),
             targets: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// The next generation of the owner-wide counter (never 0; wraps to
+    /// 1): unique across the owner's actors (invariant 6).
+    pub(crate) fn next_generation(&self) -> MetadataGeneration {
+        let next = self.generation.fetch_add(1, Ordering::Relaxed);
+        MetadataGeneration::new(next.wrapping_add(1).max(1))
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -362,6 +375,19 @@ mod tests {
 
     fn registry(capacity: usize) -> MetadataTargetRegistry {
         MetadataTargetRegistry::new(NonZeroUsize::new(capacity).expect("positive"))
+    }
+
+    /// Invariant 6 (spec invariant 99): `submit_next` generations come
+    /// from one owner-scoped counter: increasing, never 0, wrapping to 1.
+    #[test]
+    fn generations_are_owner_scoped_increasing_and_wrap_to_one() {
+        let registry = registry(4);
+        let (first, second) = (registry.next_generation(), registry.next_generation());
+        assert_eq!((first.get(), second.get()), (1, 2));
+        registry.generation.store(u64::MAX - 1, Ordering::Relaxed);
+        assert_eq!(registry.next_generation().get(), u64::MAX);
+        assert_eq!(registry.next_generation().get(), 1, "wraps to 1");
+        assert_eq!(registry.next_generation().get(), 1, "0 is skipped");
     }
 
     #[test]

@@ -1,31 +1,62 @@
 //! Starting a lifecycle's own work: the heartbeat, the systemd watchdog
-//! and the probe server, in a `service-lifecycle` component.
+//! and the probe server, in a `service-lifecycle` component. The public
+//! `start(&ChildServiceContext)` is wired in `service_context/start.rs`,
+//! which hands this file the component as a [`LifecycleSeat`].
 
+use crate::loom::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{metrics, notify, probe, ServiceLifecycle};
+use crate::blocking::BlockingExecutor;
+use crate::diagnostics::RuntimeDiagnostics;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::resource_budget::ResourceBudget;
+use crate::task_group::TaskGroup;
+
+/// What a lifecycle takes from the component it starts in: its group, the
+/// runtime's diagnostics, the three managed lanes and the process budget
+/// (for `/metrics`).
+#[derive(Debug)]
+pub(crate) struct LifecycleSeat {
+    pub(crate) group: TaskGroup,
+    pub(crate) diagnostics: RuntimeDiagnostics,
+    pub(crate) lanes: [BlockingExecutor; 3],
+    pub(crate) budget: ResourceBudget,
+}
 
 impl ServiceLifecycle {
-    pub(super) async fn start_component(
+    /// `start`: refuses a second start, takes its seat (creating the
+    /// component) and starts its work; a failed start can be retried.
+    pub(crate) async fn start_in(
         &self,
-        context: &crate::service_context::ChildServiceContext,
+        seat: impl FnOnce() -> RuntimeResult<LifecycleSeat>,
     ) -> RuntimeResult<()> {
-        let component = context.try_component("service-lifecycle")?;
-        let group = component.task_group().clone();
+        if self.inner.started.swap(true, Ordering::SeqCst) {
+            return Err(RuntimeError::internal_failure(
+                RuntimeOperation::StartServiceLifecycle,
+            ));
+        }
+        let started = match seat() {
+            Ok(seat) => self.start_component(seat).await,
+            Err(error) => Err(error),
+        };
+        if started.is_err() {
+            self.inner.started.store(false, Ordering::SeqCst);
+        }
+        started
+    }
+
+    async fn start_component(&self, seat: LifecycleSeat) -> RuntimeResult<()> {
+        let group = seat.group;
         let _ = self.inner.owner_tree.set(Arc::clone(group.tree()));
         let inputs = self.inner.metrics_inputs.lock().clone();
         if let Some(inputs) = inputs {
             let _ = self.inner.metrics.set(metrics::MetricsSource {
                 root: group.tree_top(),
-                diagnostics: component.diagnostics().clone(),
-                lanes: [
-                    component.storage_io().clone(),
-                    component.metadata_io().clone(),
-                    component.cpu_crypto().clone(),
-                ],
-                budget: component.process_budget(),
+                diagnostics: seat.diagnostics,
+                lanes: seat.lanes,
+                budget: seat.budget,
                 inputs,
             });
         }

@@ -83,7 +83,8 @@ pub(super) struct ActorShared {
     pub(super) lane: BlockingExecutor,
     pub(super) file_system: Arc<dyn MetadataFileSystem>,
     pub(super) budget: ResourceBudget,
-    pub(super) resources: RuntimeResources,
+    /// The owner's target registry (shared by its actors).
+    pub(super) targets: Arc<MetadataTargetRegistry>,
     pub(super) group: TaskGroup,
     pub(super) state: Mutex<ActorState>,
     pub(super) wake: Notify,
@@ -152,7 +153,7 @@ impl ActorShared {
         // Target ownership: one resource per target per owner. A resource
         // may move to another target only while it has no pending work
         // (invariant 98); its old target keeps its history.
-        let targets = self.resources.metadata_targets();
+        let targets = &self.targets;
         let claimed = match state.resources.get(&request.resource) {
             // Pending work holds the registration: the same target keeps it.
             Some(existing) if existing.registration.is_some() => {

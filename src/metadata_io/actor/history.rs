@@ -24,12 +24,7 @@ impl MetadataIoActor {
                 .get(resource)
                 .map(|entry| entry.history.durable())
         };
-        held.unwrap_or_else(|| {
-            self.shared
-                .resources
-                .metadata_targets()
-                .durable_of(resource)
-        })
+        held.unwrap_or_else(|| self.shared.targets.durable_of(resource))
     }
 
     /// Ends the history of `resource`'s target so the path can serve a new
@@ -76,10 +71,7 @@ impl MetadataIoActor {
         if busy {
             return Ok(MetadataTargetRetirementOutcome::WorkInProgress);
         }
-        let outcome = shared
-            .resources
-            .metadata_targets()
-            .retire(&entry.history, entry.seen_durable);
+        let outcome = shared.targets.retire(&entry.history, entry.seen_durable);
         if outcome == MetadataTargetRetirementOutcome::Retired {
             state.resources.remove(resource);
         }

@@ -31,6 +31,7 @@
 //! is idempotent, and calling again after dropping a shutdown future resumes
 //! and completes it. Waits (`wait_task`, `abort_task_and_wait`) have no side
 //! effects beyond the abort requested synchronously.
+#![forbid(unsafe_code)]
 
 mod loom;
 
@@ -40,13 +41,13 @@ mod config;
 mod context;
 mod critical;
 pub mod diagnostics;
+mod durable;
 mod environment;
 mod error;
 mod inline;
 mod metadata_io;
 mod operation;
 mod owner;
-mod prefetch;
 pub mod prelude;
 mod resource_budget;
 mod resources;
@@ -89,13 +90,13 @@ pub use critical::{
     CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
 };
 pub use diagnostics::*;
+pub use durable::*;
 pub use environment::{
     EnvironmentVariable, DRAIN_DELAY_SECONDS_ENV, ENVIRONMENT_VARIABLES, HEALTH_BIND_ADDR_ENV,
     HEALTH_DRAIN_METHODS_ENV, HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV,
     PROCESS_MEMORY_LIMIT_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 pub use error::*;
-pub use metadata_io::fs::*;
 pub use metadata_io::{
     MetadataDeadline, MetadataDurability, MetadataGeneration, MetadataIoActor,
     MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome, MetadataIoBlockingLaneProfile,

@@ -8,7 +8,6 @@
 //! | the durable replacement steps | [`fs`] (`LocalMetadataFileSystem`) |
 
 pub(crate) mod actor;
-pub(crate) mod fs;
 pub(crate) mod targets;
 pub(crate) mod types;
 

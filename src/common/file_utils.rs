@@ -45,8 +45,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use crate::durable::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
-use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
 
 /// Serializes [`string_to_file`] calls in this process.
 static WRITES: Mutex<()> = Mutex::new(());

@@ -82,9 +82,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 use crate::blocking::BlockingExecutor;
+use crate::durable::MetadataFileSystem;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
 use crate::loom::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, StaticAtomicU64};
-use crate::metadata_io::fs::MetadataFileSystem;
 use crate::metadata_io::targets::MetadataTargetRegistry;
 use crate::metadata_io::types::{
     MetadataDeadline, MetadataGeneration, MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome,

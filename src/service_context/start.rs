@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::ChildServiceContext;
+use crate::durable::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::error::RuntimeResult;
-use crate::metadata_io::fs::{LocalMetadataFileSystem, MetadataFileSystem};
 use crate::metadata_io::{ActorSeat, MetadataIoActor, MetadataIoPlan};
 #[cfg(not(loom))]
 use crate::service_lifecycle::{LifecycleSeat, ServiceLifecycle};

@@ -95,9 +95,6 @@ pub(crate) const MAX_SLOTS: u32 = 1 << 26;
 /// under 1 KiB, the size from which glibc's allocator starts consolidating
 /// freed blocks.
 const CHUNK_SLOTS: usize = 11;
-/// How many chunks ahead a sequential scan asks the CPU to load (see
-/// `crate::prefetch`: chunks lie among the tasks' own allocations).
-const PREFETCH_AHEAD: usize = 2;
 
 /// Chunks an idle table keeps allocated.
 const IDLE_RETAINED_CHUNKS: usize = 1;
@@ -455,16 +452,9 @@ impl<H> TaskTable<H> {
     /// dependent loads, unlike the list). Costs the slots, vacant or not.
     pub(crate) fn occupied(&self) -> impl Iterator<Item = &TaskInfo> {
         let high_water = self.high_water as usize;
-        let chunks = &self.chunks;
-        chunks
+        self.chunks
             .iter()
-            .enumerate()
-            .flat_map(move |(index, chunk)| {
-                if let Some(ahead) = chunks.get(index + PREFETCH_AHEAD) {
-                    crate::prefetch::prefetch(&**ahead);
-                }
-                chunk.hot.iter().zip(chunk.cold.iter())
-            })
+            .flat_map(|chunk| chunk.hot.iter().zip(chunk.cold.iter()))
             .take(high_water)
             .filter_map(|(record, info)| match (record.state & VACANT, info) {
                 (0, Some(info)) => Some(info),

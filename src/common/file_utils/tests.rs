@@ -1,8 +1,8 @@
 use std::error::Error as _;
 
 use super::*;
+use crate::durable::tests::entries;
 use crate::error::RuntimeErrorKind;
-use crate::metadata_io::fs::tests::entries;
 
 #[test]
 fn a_missing_file_reads_as_an_empty_string() {

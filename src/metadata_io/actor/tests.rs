@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::metadata_io::fs::FaultInjectingFileSystem;
+use crate::durable::FaultInjectingFileSystem;
 use crate::{
-    config::RuntimeConfig, error::RuntimeOperation, error::RuntimeResult,
-    metadata_io::fs::MetadataFileSystem, metadata_io::fs::MetadataIoOperation,
-    metadata_io::MetadataDeadline, metadata_io::MetadataIoAdmissionOutcome,
-    metadata_io::MetadataIoCommitOutcome, metadata_io::MetadataIoConfig,
-    metadata_io::MetadataIoReceipt, owner::RuntimeOwner, service_context::ChildServiceContext,
+    config::RuntimeConfig, durable::MetadataFileSystem, durable::MetadataIoOperation,
+    error::RuntimeOperation, error::RuntimeResult, metadata_io::MetadataDeadline,
+    metadata_io::MetadataIoAdmissionOutcome, metadata_io::MetadataIoCommitOutcome,
+    metadata_io::MetadataIoConfig, metadata_io::MetadataIoReceipt, owner::RuntimeOwner,
+    service_context::ChildServiceContext,
 };
 
 fn owner() -> (RuntimeOwner, ChildServiceContext) {

@@ -1,4 +1,7 @@
-//! Atomic, durable replacement of a metadata file.
+//! Atomic, durable replacement of a file: the one write protocol of the
+//! crate, in the base layer so both the metadata actor (`metadata_io`) and
+//! the blocking file helpers (`common::file_utils`) use it without one
+//! reaching into the other.
 //!
 //! [`MetadataFileSystem`] is the seam between the metadata actor and the
 //! disk: one call replaces a whole target file with a snapshot, and either
@@ -36,7 +39,7 @@
 //!    unknown, so callers classify it as "commit outcome unknown" rather than
 //!    "failed before commit".
 //! 6. The steps run behind the crate-private [`PersistSteps`] trait, so the
-//!    crate's test-only fault injector (`fs/fault.rs`) exercises the very same
+//!    crate's test-only fault injector (`durable/fault.rs`) exercises the very same
 //!    protocol code ([`persist_with`]) and the very same real filesystem
 //!    calls, failing only the step it was told to fail.
 

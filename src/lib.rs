@@ -16,7 +16,8 @@
 //! Three questions shape the API: who stops a task (its group, through
 //! cancellation and the shutdown deadline), which capacity pays for it
 //! (explicit budgets, in a separate tree), and what evidence remains (the
-//! shutdown report, and while running the [`diagnostics`] views).
+//! shutdown report, and while running the diagnostics views such as
+//! [`RuntimeDiagnosticsViewV2`]).
 //!
 //! # Errors
 //!
@@ -40,7 +41,7 @@ pub mod common;
 mod config;
 mod context;
 mod critical;
-pub mod diagnostics;
+mod diagnostics;
 mod durable;
 mod environment;
 mod error;
@@ -83,20 +84,40 @@ pub mod loom_models {
 mod task_spawner;
 mod wait;
 
-pub use blocking::*;
-pub use config::*;
+// The public surface: every type has one path, here at the root (the
+// `prelude` repeats the common ones; `task`, `common` and `signal` are the
+// public modules, and no type is both there and here). No glob: each
+// subsystem's public names are listed, so nothing leaks by accident.
+pub use blocking::{
+    BlockingDrainLease, BlockingExecutor, BlockingExecutorShutdownReport, BlockingLanePolicies,
+    BlockingPoolPolicy,
+};
+pub use config::{RuntimeConfig, MAX_ENTRYPOINT_BLOCKING_THREADS, MIN_ENTRYPOINT_BLOCKING_THREADS};
 pub use context::RuntimeContext;
 pub use critical::{
     CriticalFailure, CriticalFailureKind, CriticalFailureState, CriticalFailureSubscription,
 };
-pub use diagnostics::*;
-pub use durable::*;
+pub use diagnostics::{
+    RuntimeBlockingKindSummaryV1, RuntimeBlockingKindV1, RuntimeBlockingLaneSummaryV1,
+    RuntimeBlockingLaneV1, RuntimeBlockingSectionV2, RuntimeComponent, RuntimeDiagnostics,
+    RuntimeDiagnosticsInputs, RuntimeDiagnosticsScope, RuntimeDiagnosticsSnapshot,
+    RuntimeDiagnosticsViewOptions, RuntimeDiagnosticsViewOptionsV2, RuntimeDiagnosticsViewV1,
+    RuntimeDiagnosticsViewV2, RuntimeLifecycleStateV1, RuntimeMetadataSectionV2,
+    RuntimeScheduleSectionV2, RuntimeShutdownSectionV2, RuntimeTaskDetailV2, RuntimeTaskDetails,
+    RuntimeTaskKindSummaryV1, RuntimeTaskKindV1, RuntimeTaskSectionV2,
+};
+pub use durable::{LocalMetadataFileSystem, MetadataFileSystem, MetadataIoOperation};
 pub use environment::{
     EnvironmentVariable, DRAIN_DELAY_SECONDS_ENV, ENVIRONMENT_VARIABLES, HEALTH_BIND_ADDR_ENV,
     HEALTH_DRAIN_METHODS_ENV, HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV,
     PROCESS_MEMORY_LIMIT_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
-pub use error::*;
+pub use error::{
+    BudgetDimension, CanonicalCondition, EnvironmentViolation, ExternalOperation,
+    RuntimeContractPolicy, RuntimeContractViolation, RuntimeError, RuntimeErrorContext,
+    RuntimeErrorDescriptor, RuntimeErrorDiagnosticView, RuntimeErrorKind, RuntimeErrorPublicView,
+    RuntimeOperation, RuntimeResult,
+};
 pub use metadata_io::{
     MetadataDeadline, MetadataDurability, MetadataGeneration, MetadataIoActor,
     MetadataIoActorLimitsProfile, MetadataIoAdmissionOutcome, MetadataIoBlockingLaneProfile,
@@ -112,8 +133,15 @@ pub use operation::{
     OperationWaitPolicy,
 };
 pub use owner::{RuntimeOwner, RuntimeOwnerPlan};
-pub use resource_budget::memory::*;
-pub use resource_budget::*;
+pub use resource_budget::{
+    BudgetCapacity, BudgetClass, BudgetLimit, BudgetRejection, BudgetRejectionReason,
+    BudgetSnapshot, BudgetedItem, BudgetedQueue, DynamicBudgetKey, DynamicKeyAdmissionRejection,
+    DynamicKeyRegistrationFailure, DynamicKeyRetirement, ForeignPermit, FullPolicy,
+    HostMemoryFileView, ManagedMemoryBudget, ManagedMemoryPolicy, ManagedMemoryRequest,
+    MemoryFileView, MemoryLimitSource, MonotonicClock, PermitRebindOutcome, ProcessMemoryLimit,
+    QueuePushOutcome, QueuePushRejection, QueueSnapshot, RateLimit, ResourceBudget,
+    ResourceBudgetTree, ResourcePermit, SystemMonotonicClock, DEFAULT_MAX_DYNAMIC_BUDGET_KEYS,
+};
 pub use resources::RuntimeResources;
 pub use scheduled::{
     MissedTickPolicy, ScheduleMode, ScheduledExecutionPolicy, ScheduledTaskConcurrency,
@@ -127,11 +155,16 @@ pub use service_lifecycle::{
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest, DEFAULT_LIVENESS_STALE_AFTER,
     DEFAULT_SHUTDOWN_TIMEOUT, STORAGE_DEPENDENCY,
 };
-pub use shutdown_deadline::*;
-pub use shutdown_report::*;
-pub use task::{ServiceManager, ServiceTask, ServiceTaskContext, ServiceTaskState};
-pub use task_group::*;
-pub use task_identity::*;
+pub use shutdown_deadline::ShutdownDeadline;
+pub use shutdown_report::{
+    BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
+    BlockingTaskState, ShutdownAnnotation, ShutdownReport, ShutdownReportDisplay, TaskSnapshot,
+};
+pub use task_group::TaskGroup;
+pub use task_identity::{
+    TaskGroupEventCounts, TaskGroupId, TaskGroupLifecycleState, TaskId, TaskKind, TaskName,
+    TaskState,
+};
 pub use task_spawner::TaskSpawner;
 
 /// The README's Rust examples, compiled and run as doctests.

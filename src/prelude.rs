@@ -36,9 +36,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The specification's eight names, plus the four the recommended path
+// above needs (configuration, a bounded schedule, task kinds).
 pub use crate::{
-    BlockingExecutor, ChildServiceContext, OperationContext, OperationOutcome,
-    OperationWaitOutcome, OperationWaitPolicy, ResourceBudget, RootServiceContext,
-    RuntimeComponent, RuntimeConfig, RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig,
-    ScheduledTaskGroup, ShutdownDeadline, ShutdownReport, TaskGroup, TaskKind,
+    BlockingExecutor, ChildServiceContext, ResourceBudget, RootServiceContext, RuntimeConfig,
+    RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig, ShutdownDeadline, ShutdownReport,
+    TaskGroup, TaskKind,
 };

@@ -4,7 +4,7 @@
 
 mod budget;
 mod dynamic;
-pub mod memory;
+pub(crate) mod memory;
 mod queue;
 #[cfg(loom)]
 pub(crate) mod tests;
@@ -16,6 +16,10 @@ pub use budget::{ResourceBudget, ResourceBudgetTree, ResourcePermit};
 pub use dynamic::{
     DynamicBudgetKey, DynamicKeyAdmissionRejection, DynamicKeyRegistrationFailure,
     DynamicKeyRetirement,
+};
+pub use memory::{
+    HostMemoryFileView, ManagedMemoryBudget, ManagedMemoryPolicy, ManagedMemoryRequest,
+    MemoryFileView, MemoryLimitSource, ProcessMemoryLimit,
 };
 pub use queue::{
     BudgetedItem, BudgetedQueue, ForeignPermit, QueuePushOutcome, QueuePushRejection, QueueSnapshot,

@@ -8,6 +8,6 @@
 //! [`ServiceTaskState`] in one atomic word and shuts it down within a
 //! deadline.
 
-pub mod service_task;
+mod service_task;
 
 pub use service_task::{ServiceManager, ServiceTask, ServiceTaskContext, ServiceTaskState};

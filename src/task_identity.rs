@@ -297,22 +297,8 @@ pub enum TaskState {
     Leaked,
 }
 
-/// How a task settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskResult {
-    /// The future returned.
-    Completed,
-    /// The future was dropped because its owner was cancelled.
-    Cancelled,
-    /// The future was destroyed by an abort.
-    Aborted,
-    /// The future panicked while polled or dropped.
-    Panicked,
-}
-
-/// How a group counts a settled task: the [`TaskResult`] classes, plus a
-/// failure a task reported without panicking (a critical service that
+/// How a group counts a settled task: completed, cancelled, aborted or
+/// panicked, plus a failure a task reported without panicking (a critical service that
 /// returned before its group was cancelled), counted in the report's
 /// `failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

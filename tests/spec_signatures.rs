@@ -155,17 +155,17 @@ async fn spawn_critical_takes_the_state_by_value_and_a_clone_stays_usable() {
 /// with the types and field names user code writes.
 #[test]
 fn diagnostics_signatures_of_the_spec() {
-    use rocketmq_runtime::diagnostics::{
+    use rocketmq_runtime::{
+        BlockingExecutorSnapshot, RuntimeBlockingSectionV2, RuntimeMetadataSectionV2, RuntimeOwner,
+        RuntimeScheduleSectionV2, RuntimeShutdownSectionV2, RuntimeTaskSectionV2,
+        TaskGroupEventCounts,
+    };
+    use rocketmq_runtime::{
         RuntimeBlockingKindV1, RuntimeBlockingLaneV1, RuntimeComponent, RuntimeDiagnostics,
         RuntimeDiagnosticsInputs, RuntimeDiagnosticsScope, RuntimeDiagnosticsSnapshot,
         RuntimeDiagnosticsViewOptions, RuntimeDiagnosticsViewOptionsV2, RuntimeDiagnosticsViewV1,
         RuntimeDiagnosticsViewV2, RuntimeLifecycleStateV1, RuntimeTaskDetailV2, RuntimeTaskDetails,
         RuntimeTaskKindV1,
-    };
-    use rocketmq_runtime::{
-        BlockingExecutorSnapshot, RuntimeBlockingSectionV2, RuntimeMetadataSectionV2, RuntimeOwner,
-        RuntimeScheduleSectionV2, RuntimeShutdownSectionV2, RuntimeTaskSectionV2,
-        TaskGroupEventCounts,
     };
 
     let owner = RuntimeOwner::new().expect("runtime builds");

@@ -25,9 +25,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use rocketmq_runtime::task::{ServiceManager, ServiceTask, ServiceTaskContext};
 use rocketmq_runtime::{
     OperationContext, RuntimeConfig, RuntimeOwner, ScheduledExecutionPolicy, ScheduledTaskConfig,
-    ServiceManager, ServiceTask, ServiceTaskContext, ShutdownDeadline, TaskKind,
+    ShutdownDeadline, TaskKind,
 };
 
 const PROBE_ENV: &str = "ROCKETMQ_STACK_PROBE";

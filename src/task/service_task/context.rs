@@ -1,4 +1,4 @@
-//! [`ServiceTask`], the loop a [`ServiceManager`](crate::ServiceManager)(super::ServiceManager)
+//! [`ServiceTask`], the loop a [`ServiceManager`](crate::task::ServiceManager)(super::ServiceManager)
 //! runs, and [`ServiceTaskContext`], what the loop sees of its run: its
 //! stop request and its wakeups.
 
@@ -46,7 +46,7 @@ pub trait ServiceTask: Sync + Send {
 
     /// Called at the end of every
     /// [`wait_for_running`](ServiceTaskContext::wait_for_running) of a run
-    /// started by a [`ServiceManager`](crate::ServiceManager) (default: nothing).
+    /// started by a [`ServiceManager`](crate::task::ServiceManager) (default: nothing).
     fn on_wait_end(&self) -> impl Future<Output = ()> + Send {
         std::future::ready(())
     }
@@ -71,7 +71,7 @@ pub(super) struct ContextInner {
 
 /// What a [`ServiceTask`]'s loop sees: its stop request and its wakeups.
 ///
-/// A context made by a [`ServiceManager`](crate::ServiceManager) is also stopped when its group is
+/// A context made by a [`ServiceManager`](crate::task::ServiceManager) is also stopped when its group is
 /// cancelled or when a newer run replaced this one.
 pub struct ServiceTaskContext {
     pub(super) inner: Arc<ContextInner>,

@@ -19,8 +19,12 @@ use std::time::Duration;
 use crate::blocking::{default_parallelism, BlockingLanePolicies};
 use crate::error::{RuntimeContractPolicy, RuntimeContractViolation};
 
-/// How long a graceful shutdown may take unless the caller says otherwise.
-pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an owner's shutdown call without a deadline may take
+/// (`RuntimeConfig::shutdown_timeout`'s default), for owners that run no
+/// [`ServiceLifecycle`](crate::ServiceLifecycle): a lifecycle's first
+/// shutdown request freezes its own deadline
+/// ([`DEFAULT_SHUTDOWN_TIMEOUT`](crate::DEFAULT_SHUTDOWN_TIMEOUT), 45 s).
+pub(crate) const OWNER_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long an idle Tokio blocking thread is kept alive by default.
 const DEFAULT_THREAD_KEEP_ALIVE: Duration = Duration::from_secs(30);
@@ -103,7 +107,7 @@ impl RuntimeConfig {
             thread_name: thread_name.into(),
             thread_stack_size: None,
             thread_keep_alive: DEFAULT_THREAD_KEEP_ALIVE,
-            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            shutdown_timeout: OWNER_SHUTDOWN_TIMEOUT,
             blocking_lane_policies,
             enable_io: true,
             enable_time: true,

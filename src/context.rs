@@ -44,8 +44,7 @@ pub struct RuntimeContext {
     lanes: ScopedLanes,
 }
 
-/// A harness's resources: a permissive `u64::MAX` memory budget (CONTRACTS
-/// 1.19). A harness is for migration and tests: it never runs production
+/// A harness's resources: a permissive `u64::MAX` memory budget. A harness is for migration and tests: it never runs production
 /// memory discovery, so a test sized for a large budget behaves the same in
 /// a small container.
 fn harness_resources() -> RuntimeResult<RuntimeResources> {

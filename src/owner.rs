@@ -137,8 +137,7 @@ impl RuntimeOwnerPlan {
     ///
     /// Kind `Io` (operation `BuildTokioRuntime`) when Tokio cannot start.
     pub fn build(self) -> RuntimeResult<RuntimeOwner> {
-        // A supplied limit replaces discovery (CONTRACTS: skip detection,
-        // use the supplied limit). Outside Linux, where only the variable
+        // A supplied limit replaces discovery. Outside Linux, where only the variable
         // is consulted, an unset variable means an unknown limit (with a
         // warning) rather than an owner that cannot be built.
         let detected = match self.memory_limit {

@@ -277,7 +277,7 @@ impl RootServiceContext {
     }
 
     /// The owner's resources: the process budget, the memory limit and
-    /// the managed budget derived from it (CONTRACTS 1.2).
+    /// the managed budget derived from it.
     pub fn resources(&self) -> &RuntimeResources {
         self.shared.resources()
     }
@@ -399,7 +399,7 @@ impl ChildServiceContext {
     }
 
     /// The owner's resources: the process budget, the memory limit and
-    /// the managed budget derived from it (CONTRACTS 1.3).
+    /// the managed budget derived from it.
     pub fn resources(&self) -> &RuntimeResources {
         self.shared.resources()
     }

@@ -58,7 +58,10 @@ pub use types::{
     ServiceLifecycleTransition, ShutdownReason, ShutdownRequest,
 };
 
-/// The default shutdown timeout.
+/// The process deadline a lifecycle's first shutdown request freezes,
+/// unless configured (`ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS`): the single
+/// source of the deadline for a process that runs a lifecycle, passed to
+/// every component and to the owner.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(45);
 /// The default age after which missing progress makes a service not live.
 pub const DEFAULT_LIVENESS_STALE_AFTER: Duration = Duration::from_secs(30);

@@ -51,8 +51,8 @@ pub(super) enum NotStarted {
 }
 
 /// Whether a job may still start: its scope admits work and its operation
-/// deadline has not passed (invariant 59: expired before start, the
-/// closure never runs).
+/// deadline has not passed (expired before start, the closure never runs:
+/// `blocking/submit.rs`, the phases).
 pub(super) struct StartCheck {
     pub(super) inner: Arc<ExecutorInner>,
     pub(super) deadline: ShutdownDeadline,
@@ -108,7 +108,8 @@ mod tests {
     use crate::blocking::BlockingPoolPolicy;
     use crate::shutdown_report::{BlockingKind, BlockingLane};
 
-    /// Invariant 61, second half: the permit goes back before the record.
+    /// The drop order of the wrapper above, second half: the permit goes
+    /// back before the record.
     /// With the table's records locked, the job's thread can release its
     /// permit but cannot remove its record; the test sees the slot free
     /// while the record is still there (with the order reversed the job

@@ -8,7 +8,7 @@
 //! submissions run when ordinary work is refused, without reopening that
 //! admission for anyone else.
 //!
-//! Invariants (CONTRACTS invariant 66, and 58 for the queue):
+//! Invariants:
 //!
 //! 1. A lease is created only while its scope admits ordinary work, so it is
 //!    pre-accepted finalization: the scope's later closing or cancellation

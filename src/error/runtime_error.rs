@@ -197,7 +197,6 @@ impl RuntimeError {
     /// Re-labels `cause` with the enclosing `operation`, keeping the cause's
     /// kind (so callers still branch correctly) and the cause as the source.
     #[track_caller]
-    #[allow(dead_code)] // used by the task-group and lifecycle modules as they land
     pub(crate) fn within(operation: RuntimeOperation, cause: RuntimeError) -> Self {
         Self::new(cause.kind, operation, Some(Arc::new(cause)))
     }

@@ -61,7 +61,7 @@
 //!    older generation's closure still runs, and may write it as soon as a
 //!    write is durable, while this actor is still open.
 //! 9. A resource moves to another target only without pending work
-//!    (invariant 98): the new target is claimed, the old one released (its
+//!    (`targets.rs`, invariant 2): the new target is claimed, the old one released (its
 //!    history stays in the owner's registry, `metadata_io/targets.rs`).
 //! 10. Target state (durable generation, fence, live writer) is read from
 //!     and written to the target's history in the registry; the actor keeps
@@ -299,7 +299,8 @@ impl MetadataIoActor {
     }
 
     /// A request for the next generation of the owner-wide counter
-    /// (invariant 99: unique across the owner's actors, wraps to 1).
+    /// (`targets.rs`, invariant 6: unique across the owner's actors, wraps
+    /// to 1).
     fn next_request(
         &self,
         resource: impl Into<Arc<str>>,

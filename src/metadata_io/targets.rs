@@ -377,7 +377,7 @@ mod tests {
         MetadataTargetRegistry::new(NonZeroUsize::new(capacity).expect("positive"))
     }
 
-    /// Invariant 6 (spec invariant 99): `submit_next` generations come
+    /// Invariant 6: `submit_next` generations come
     /// from one owner-scoped counter: increasing, never 0, wrapping to 1.
     #[test]
     fn generations_are_owner_scoped_increasing_and_wrap_to_one() {

@@ -16,8 +16,8 @@ pub struct MetadataDeadline(Instant);
 
 impl MetadataDeadline {
     /// `timeout` from now. A timeout the clock cannot represent (such as
-    /// `Duration::MAX`) gives a deadline of *now*, as CONTRACTS specifies:
-    /// metadata work is never waited for without bound.
+    /// `Duration::MAX`) gives a deadline of *now*: metadata work is never
+    /// waited for without bound.
     pub fn after(timeout: Duration) -> Self {
         let now = Instant::now();
         Self(now.checked_add(timeout).unwrap_or(now))
@@ -505,7 +505,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_unrepresentable_timeout_is_a_deadline_of_now() {
         let deadline = MetadataDeadline::after(Duration::MAX);
-        assert!(deadline.is_expired(), "overflow → now (CONTRACTS)");
+        assert!(deadline.is_expired(), "overflow → now");
         assert_eq!(deadline.remaining(), Duration::ZERO);
         let later = MetadataDeadline::after(Duration::from_secs(5));
         assert_eq!(later.remaining(), Duration::from_secs(5));

@@ -34,7 +34,8 @@
 //!    while arming wins.
 //! 3. The deadline timer only wakes the task (it may fire up to a driver tick
 //!    late): each poll reads the clock, so a deadline that passed before a
-//!    poll outranks the work completing in it (invariant 38).
+//!    poll outranks the work completing in it (the order on
+//!    `OperationOutcome`).
 //! 4. The task reads its owner group and its operation through its settlement
 //!    ticket instead of holding clones; the ticket holds only the operation,
 //!    and the owner is reached through the operation's weak reference, which
@@ -135,7 +136,7 @@ impl WakeUps {
         if let Some(expiry) = this.expiry.as_mut().as_pin_mut() {
             // The timer only wakes the task (it fires up to a driver tick
             // late); the clock decides, so a deadline that passed before
-            // this poll wins over the work completing in it (invariant 38).
+            // this poll wins over the work completing in it (invariant 3).
             if expiry.poll(cx).is_ready() || operation.is_expired() {
                 return Some(OperationOutcome::DeadlineExceeded);
             }

@@ -19,7 +19,7 @@
 //! | Condition | Status |
 //! | --- | --- |
 //! | malformed head, or end of stream before a complete head | `400` `bad_request` |
-//! | a head of [`MAX_REQUEST_HEAD_BYTES`] or more (CONTRACTS: oversized head → 400) | `400` `bad_request` |
+//! | a head of [`MAX_REQUEST_HEAD_BYTES`] or more (oversized: 400) | `400` `bad_request` |
 //! | more than 64 header fields | `431` `request_header_fields_too_large` |
 //! | a head not read completely within [`PROBE_IO_TIMEOUT`] of the accept (however the client paces it) | `408` `request_timeout` (best effort), then close |
 //!
@@ -27,7 +27,7 @@
 //! `Content-Type: application/json`, `Content-Length`, `Connection: close` and
 //! `Cache-Control: no-store`; one request per connection.
 //!
-//! Invariants (invariant 107 of the contract):
+//! Invariants:
 //!
 //! 1. Routes only call lifecycle APIs ([`ServiceLifecycle::is_ready`],
 //!    `request_shutdown`, ...), never its state.

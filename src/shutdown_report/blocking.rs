@@ -66,8 +66,7 @@ pub enum BlockingKind {
 pub struct BlockingTaskId(u64);
 
 impl BlockingTaskId {
-    // Issued by the blocking task tables (blocking-lanes issue, in progress).
-    #[allow(dead_code)]
+    /// Issued by the blocking task tables.
     pub(crate) const fn new(id: u64) -> Self {
         Self(id)
     }

@@ -65,8 +65,10 @@ use state::StateWord;
 /// Name of the child component each run's task lives in.
 const COMPONENT: &str = "rocketmq.service-manager";
 
-/// Shutdown deadline when neither the call nor the parent group gives one.
-const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a `ServiceManager` shutdown may take when neither the call nor
+/// the parent group gives a deadline (otherwise the earliest of the two
+/// applies).
+const SERVICE_MANAGER_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long an interrupting shutdown may wait past its deadline to confirm
 /// that the aborted loop was destroyed.
@@ -443,7 +445,7 @@ impl<T: ServiceTask + 'static> ServiceManager<T> {
         let deadline = match (requested, installed) {
             (Some(requested), Some(installed)) => requested.earliest(installed),
             (Some(deadline), None) | (None, Some(deadline)) => deadline,
-            (None, None) => ShutdownDeadline::after(DEFAULT_SHUTDOWN_TIMEOUT),
+            (None, None) => ShutdownDeadline::after(SERVICE_MANAGER_SHUTDOWN_TIMEOUT),
         };
         let (stopping, run) = {
             let mut current = self.run.lock();

@@ -53,11 +53,7 @@ fn named_operation_labels_are_unique_valid_external_labels() {
         assert_eq!(ExternalOperation::new(label).label(), label);
         assert_eq!(operation.to_string(), label);
     }
-    assert_eq!(
-        seen.len(),
-        54,
-        "every named operation in the contract sheet"
-    );
+    assert_eq!(seen.len(), 54, "every named operation of the specification");
 }
 
 #[test]

@@ -152,7 +152,7 @@ impl ActorShared {
         let state = &mut *guard;
         // Target ownership: one resource per target per owner. A resource
         // may move to another target only while it has no pending work
-        // (invariant 98); its old target keeps its history.
+        // (invariant 9); its old target keeps its history.
         let targets = &self.targets;
         let claimed = match state.resources.get(&request.resource) {
             // Pending work holds the registration: the same target keeps it.

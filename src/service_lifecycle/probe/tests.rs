@@ -1,4 +1,4 @@
-//! The health probe server over real TCP on 127.0.0.1:0 (invariant 107):
+//! The health probe server over real TCP on 127.0.0.1:0 (the server's invariants, `service_lifecycle/probe.rs`):
 //! routes and methods, `/drainz` methods, protocol errors (400/404/431),
 //! incremental head reads, the 64-connection limit and I/O timeouts.
 //!
@@ -343,7 +343,7 @@ async fn oversized_heads_are_400_and_too_many_fields_431() {
 
     // A head that does not end within 2,048 bytes (sent in one piece, more
     // than the limit, without a terminating blank line in the first 2 KiB):
-    // CONTRACTS answers an oversized head with 400.
+    // An oversized head is answered with 400.
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.extend_from_slice(&[b'a'; 3_000]);
     raw.extend_from_slice(b"\r\n\r\n");

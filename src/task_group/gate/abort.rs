@@ -1,6 +1,7 @@
 //! Aborting registered tasks: one task by slot, or every task (of an
 //! operation) in batches per shard lock. See the gate's module docs
-//! (invariant 14) for why aborts are requested under the table lock.
+//! (`task_group/gate.rs`) for why aborts are requested under the table
+//! lock.
 
 use super::{pack, unpack, Gate, ListedTask, SettleCounters, SHARDS};
 use crate::loom::{AtomicUsize, Ordering};

@@ -101,6 +101,7 @@ mod admission;
 mod commit;
 mod health;
 mod history;
+mod lifecycle;
 mod receipt;
 mod writes;
 
@@ -108,6 +109,7 @@ use admission::{ActorShared, ActorState, Queued, Resource};
 pub use commit::MetadataIoObserver;
 pub use health::MetadataStorageFailure;
 use health::ResourceHealth;
+use lifecycle::Lifecycle;
 pub use receipt::MetadataIoReceipt;
 use receipt::ReceiptOutcome;
 use writes::CoordinatorExit;
@@ -193,11 +195,7 @@ impl MetadataIoPlan {
             state: Mutex::new(ActorState::default()),
             wake: Notify::new(),
             finished: Notify::new(),
-            accepting: AtomicBool::new(true),
             handles: AtomicUsize::new(1),
-            coordinator_done: AtomicBool::new(false),
-            coordinator_gone: AtomicBool::new(false),
-            released: AtomicBool::new(false),
             swept: Mutex::new(std::collections::HashSet::new()),
             health_epoch: tokio::sync::watch::Sender::new(0),
             deferred: Mutex::new(Vec::new()),
@@ -359,7 +357,7 @@ impl MetadataIoActor {
     /// Refuses later submissions with `Closed(MetadataIoClosed)`; accepted
     /// work is still written.
     pub fn stop_admission(&self) {
-        self.shared.accepting.store(false, Ordering::SeqCst);
+        self.shared.state.lock().lifecycle.stop();
         self.shared.wake.notify_one();
     }
 
@@ -385,7 +383,7 @@ impl MetadataIoActor {
             &shared.finished,
             ShutdownDeadline::from_tokio(deadline.instant()),
             Some(shared.group.runtime_handle()),
-            || shared.coordinator_done.load(Ordering::SeqCst),
+            || shared.state.lock().lifecycle == Lifecycle::Finished,
         )
         .await;
         let state = shared.state.lock();
@@ -457,8 +455,7 @@ impl ActorShared {
         MetadataIoSnapshot {
             // A cancelled group refuses submissions at once (`submit`),
             // before the coordinator records it.
-            accepting: self.accepting.load(Ordering::SeqCst)
-                && !self.group.cancellation_token().is_cancelled(),
+            accepting: state.lifecycle.admits() && !self.group.cancellation_token().is_cancelled(),
             pending_operations: state.pending_operations,
             pending_bytes: state.pending_bytes,
             max_pending_operations: self.config.max_pending_operations,
@@ -498,5 +495,7 @@ fn capacity_error(operation: RuntimeOperation) -> RuntimeError {
     RuntimeError::capacity(operation)
 }
 
+#[cfg(all(test, loom))]
+mod loom_lifecycle;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::lifecycle::Lifecycle;
 use super::*;
 use crate::error::RuntimeErrorContext;
 use crate::metadata_io::targets::{
@@ -66,11 +67,13 @@ impl Resource {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct ActorState {
+pub(crate) struct ActorState {
+    /// Where the actor is in its life (`lifecycle.rs`).
+    pub(crate) lifecycle: Lifecycle,
     pub(super) resources: BTreeMap<Arc<str>, Resource>,
     pub(super) ready: VecDeque<Arc<str>>,
-    pub(super) writing: usize,
-    pub(super) pending_operations: usize,
+    pub(crate) writing: usize,
+    pub(crate) pending_operations: usize,
     pub(super) pending_bytes: usize,
     pub(super) waiters: usize,
 }
@@ -88,19 +91,11 @@ pub(super) struct ActorShared {
     pub(super) group: TaskGroup,
     pub(super) state: Mutex<ActorState>,
     pub(super) wake: Notify,
+    /// Woken when the lifecycle reaches `Finished`.
     pub(super) finished: Notify,
-    pub(super) accepting: AtomicBool,
     /// `MetadataIoActor` handles alive: the last one dropped stops
     /// admission (queued work still drains).
     pub(super) handles: AtomicUsize,
-    /// Set once the coordinator has ended and no write is in flight (see
-    /// [`ActorShared::finish`]).
-    pub(super) coordinator_done: AtomicBool,
-    /// The coordinator's future is gone (ended or aborted); set under the
-    /// state lock.
-    pub(super) coordinator_gone: AtomicBool,
-    /// `finish` ran (once).
-    pub(super) released: AtomicBool,
     /// Targets whose stale temporary files were looked for: by the first
     /// write to each that the actor started.
     pub(super) swept: Mutex<std::collections::HashSet<Arc<Path>>>,
@@ -119,173 +114,65 @@ impl fmt::Debug for ActorShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MetadataIoActor")
             .field("id", &self.id)
-            .field("accepting", &self.accepting.load(Ordering::Relaxed))
+            .field("lifecycle", &self.state.lock().lifecycle)
             .finish_non_exhaustive()
     }
 }
 
+/// How a submission's target was claimed (phase 2 of `submit`).
+enum Claim {
+    /// The resource's pending work holds the target: nothing new claimed.
+    Held,
+    /// A fresh registration, kept only if work is queued.
+    Fresh(TargetRegistration),
+}
+
 impl ActorShared {
+    /// Admits a snapshot, in five phases: (1) refuse an expired deadline or
+    /// a stopped actor; (2) claim the target; (3) answer at once from the
+    /// target's history (fenced, or already durable); (4) queue or coalesce
+    /// the generation, or find it covered; (5) attach the waiter and start
+    /// what can start. Phases 2 to 5 run under the state lock, where the
+    /// coordinator decides to end (`lifecycle.rs`, invariant 2).
     pub(super) fn submit(
         self: &Arc<Self>,
         request: MetadataWriteRequest,
         deadline: MetadataDeadline,
     ) -> RuntimeResult<MetadataIoAdmissionOutcome> {
-        if deadline.is_expired()
+        let expired = deadline.is_expired()
             || request
                 .lane_deadline
-                .is_some_and(MetadataDeadline::is_expired)
-        {
+                .is_some_and(MetadataDeadline::is_expired);
+        if expired {
             return Err(RuntimeError::timed_out(
                 RuntimeOperation::AdmitMetadataSnapshot,
             ));
         }
-        if !self.accepting.load(Ordering::SeqCst) || self.group.cancellation_token().is_cancelled()
-        {
-            return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
-        }
         let mut guard = self.state.lock();
-        // Again under the lock: the coordinator decides it is finished
-        // under this lock, so nothing is admitted after that decision.
-        if !self.accepting.load(Ordering::SeqCst) {
+        let state = &mut *guard;
+        if !state.lifecycle.admits() || self.group.cancellation_token().is_cancelled() {
             return Err(RuntimeError::closed(RuntimeOperation::MetadataIoClosed));
         }
-        let state = &mut *guard;
-        // Target ownership: one resource per target per owner. A resource
-        // may move to another target only while it has no pending work
-        // (invariant 9); its old target keeps its history.
-        let targets = &self.targets;
-        let claimed = match state.resources.get(&request.resource) {
-            // Pending work holds the registration: the same target keeps it.
-            Some(existing) if existing.registration.is_some() => {
-                if existing.history.key() != normalize(&request.target) {
-                    return Ok(MetadataIoAdmissionOutcome::TargetConflict(request));
-                }
-                None
-            }
-            existing => {
-                if existing.is_none() && state.resources.len() >= targets.capacity() {
-                    return Err(registry_full(targets.capacity()));
-                }
-                match targets.claim(&request.target, &request.resource) {
-                    Ok(registration) => Some(registration),
-                    Err(TargetClaimRefusal::Conflict) => {
-                        return Ok(MetadataIoAdmissionOutcome::TargetConflict(request))
-                    }
-                    Err(TargetClaimRefusal::Full { capacity }) => {
-                        return Err(registry_full(capacity))
-                    }
-                }
-            }
+        let claim = match self.claim_target(state, &request)? {
+            Some(claim) => claim,
+            None => return Ok(MetadataIoAdmissionOutcome::TargetConflict(request)),
         };
-        if let Some(registration) = &claimed {
-            let history = registration.history();
-            let known = state
-                .resources
-                .get(&request.resource)
-                .is_some_and(|existing| Arc::ptr_eq(&existing.history, history));
-            if !known {
-                // A new resource, one moving to another target, or one whose
-                // history was retired since: it starts from the history.
-                let health = state
-                    .resources
-                    .remove(&request.resource)
-                    .map(|old| old.health)
-                    .unwrap_or_default();
-                state.resources.insert(
-                    Arc::clone(&request.resource),
-                    Resource {
-                        target: Arc::clone(&request.target),
-                        seen_durable: history.durable(),
-                        history: Arc::clone(history),
-                        registration: None,
-                        in_flight: None,
-                        queued: None,
-                        waiters: Vec::new(),
-                        listed: false,
-                        health,
-                    },
-                );
-            }
-        }
-        let Some(resource) = state.resources.get_mut(&request.resource) else {
+        let name = Arc::clone(&request.resource);
+        let generation = request.generation;
+        let Some(resource) = state.resources.get_mut(&name) else {
             return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
         };
-        let generation = request.generation;
-        // A fenced target takes nothing new, not even a covered generation
-        // (invariant 5).
-        if resource.history.fenced() {
-            return Err(RuntimeError::context_unavailable(
-                RuntimeOperation::MetadataResourceTarget,
-            ));
-        }
-        let durable = resource.history.durable();
-        if let Some(durable) = durable.filter(|durable| generation <= *durable) {
+        if let Some(receipt) = settled_by_history(resource, generation)? {
             // Nothing to write: a fresh registration is dropped here.
-            return Ok(MetadataIoAdmissionOutcome::Accepted(MetadataIoReceipt {
-                generation,
-                identity: resource.identity(),
-                outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
-            }));
+            return Ok(MetadataIoAdmissionOutcome::Accepted(receipt));
         }
         if state.waiters >= self.max_waiters || resource.waiters.len() >= self.max_waiters {
             return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
         }
-        let covered = resource
-            .in_flight
-            .is_some_and(|(in_flight, _)| generation <= in_flight)
-            || resource
-                .queued
-                .as_ref()
-                .is_some_and(|queued| generation <= queued.request.generation);
-        if !covered {
-            let len = request.len();
-            match resource.queued.as_mut() {
-                Some(queued) => {
-                    // Coalesce: replace the queued snapshot; grow the charge
-                    // by the delta only, shrink after dropping the old one.
-                    let old = queued.request.len();
-                    if len > old {
-                        if state.pending_bytes + (len - old) > self.config.max_pending_bytes {
-                            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
-                        }
-                        if queued.permit.try_resize(len).is_err() {
-                            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
-                        }
-                        queued.request = request;
-                        state.pending_bytes += len - old;
-                    } else {
-                        queued.request = request;
-                        let _ = queued.permit.try_resize(len);
-                        state.pending_bytes -= old - len;
-                    }
-                }
-                None => {
-                    if state.pending_operations >= self.config.max_pending_operations {
-                        return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
-                    }
-                    if state.pending_bytes + len > self.config.max_pending_bytes {
-                        return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
-                    }
-                    let Ok(permit) = self.budget.try_acquire_data(len) else {
-                        return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
-                    };
-                    resource.queued = Some(Queued { request, permit });
-                    if let Some(registration) = claimed {
-                        resource.registration = Some(registration);
-                    }
-                    state.pending_operations += 1;
-                    state.pending_bytes += len;
-                    if resource.in_flight.is_none() && !resource.listed {
-                        resource.listed = true;
-                        let name = resource
-                            .queued
-                            .as_ref()
-                            .map(|queued| Arc::clone(&queued.request.resource));
-                        state.ready.extend(name);
-                    }
-                }
-            }
-        }
+        self.admit_generation(state, request, claim)?;
+        let Some(resource) = state.resources.get_mut(&name) else {
+            return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
+        };
         let (sender, receiver) = oneshot::channel();
         resource.waiters.push(Waiter { generation, sender });
         let identity = resource.identity();
@@ -301,6 +188,145 @@ impl ActorShared {
             outcome: ReceiptOutcome::Pending(receiver),
         }))
     }
+
+    /// Phase 2: one resource per target per owner (invariant 9). A resource
+    /// with pending work keeps its registration (and may not move); any
+    /// other claims the target in the owner's registry, and a new resource,
+    /// one moving to another target, or one whose history was retired
+    /// starts from that history. `None`: a conflict.
+    fn claim_target(
+        &self,
+        state: &mut ActorState,
+        request: &MetadataWriteRequest,
+    ) -> RuntimeResult<Option<Claim>> {
+        let targets = &self.targets;
+        let existing = state.resources.get(&request.resource);
+        if let Some(existing) = existing.filter(|existing| existing.registration.is_some()) {
+            let same = existing.history.key() == normalize(&request.target);
+            return Ok(same.then_some(Claim::Held));
+        }
+        if existing.is_none() && state.resources.len() >= targets.capacity() {
+            return Err(registry_full(targets.capacity()));
+        }
+        let registration = match targets.claim(&request.target, &request.resource) {
+            Ok(registration) => registration,
+            Err(TargetClaimRefusal::Conflict) => return Ok(None),
+            Err(TargetClaimRefusal::Full { capacity }) => return Err(registry_full(capacity)),
+        };
+        let history = registration.history();
+        let known = existing.is_some_and(|existing| Arc::ptr_eq(&existing.history, history));
+        if !known {
+            let health = state
+                .resources
+                .remove(&request.resource)
+                .map(|old| old.health)
+                .unwrap_or_default();
+            state.resources.insert(
+                Arc::clone(&request.resource),
+                Resource {
+                    target: Arc::clone(&request.target),
+                    seen_durable: history.durable(),
+                    history: Arc::clone(history),
+                    registration: None,
+                    in_flight: None,
+                    queued: None,
+                    waiters: Vec::new(),
+                    listed: false,
+                    health,
+                },
+            );
+        }
+        Ok(Some(Claim::Fresh(registration)))
+    }
+
+    /// Phase 4: a generation the in-flight or queued one covers only gets a
+    /// waiter; a newer one replaces the queued snapshot (its charge resized
+    /// by the delta, invariant 2) or is queued (charged, listed as ready),
+    /// taking the fresh registration with it.
+    fn admit_generation(
+        &self,
+        state: &mut ActorState,
+        request: MetadataWriteRequest,
+        claim: Claim,
+    ) -> RuntimeResult<()> {
+        let Some(resource) = state.resources.get_mut(&request.resource) else {
+            return Err(RuntimeError::internal_failure(RuntimeOperation::MetadataIo));
+        };
+        let generation = request.generation;
+        let covered = resource
+            .in_flight
+            .is_some_and(|(in_flight, _)| generation <= in_flight)
+            || resource
+                .queued
+                .as_ref()
+                .is_some_and(|queued| generation <= queued.request.generation);
+        if covered {
+            return Ok(());
+        }
+        let len = request.len();
+        if let Some(queued) = resource.queued.as_mut() {
+            // Coalesce: replace the queued snapshot; grow the charge by the
+            // delta only, shrink after dropping the old one.
+            let old = queued.request.len();
+            if len > old {
+                if state.pending_bytes + (len - old) > self.config.max_pending_bytes
+                    || queued.permit.try_resize(len).is_err()
+                {
+                    return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
+                }
+                queued.request = request;
+                state.pending_bytes += len - old;
+            } else {
+                queued.request = request;
+                let _ = queued.permit.try_resize(len);
+                state.pending_bytes -= old - len;
+            }
+            return Ok(());
+        }
+        if state.pending_operations >= self.config.max_pending_operations {
+            return Err(capacity_error(RuntimeOperation::AdmitMetadataOperation));
+        }
+        if state.pending_bytes + len > self.config.max_pending_bytes {
+            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
+        }
+        let Ok(permit) = self.budget.try_acquire_data(len) else {
+            return Err(capacity_error(RuntimeOperation::AdmitMetadataBytes));
+        };
+        let name = Arc::clone(&request.resource);
+        resource.queued = Some(Queued { request, permit });
+        if let Claim::Fresh(registration) = claim {
+            resource.registration = Some(registration);
+        }
+        state.pending_operations += 1;
+        state.pending_bytes += len;
+        if resource.in_flight.is_none() && !resource.listed {
+            resource.listed = true;
+            state.ready.push_back(name);
+        }
+        Ok(())
+    }
+}
+
+/// Phase 3: a fenced target takes nothing new, not even a covered
+/// generation (invariant 5); a generation the history already holds durable
+/// is answered at once.
+fn settled_by_history(
+    resource: &Resource,
+    generation: MetadataGeneration,
+) -> RuntimeResult<Option<MetadataIoReceipt>> {
+    if resource.history.fenced() {
+        return Err(RuntimeError::context_unavailable(
+            RuntimeOperation::MetadataResourceTarget,
+        ));
+    }
+    let durable = resource.history.durable();
+    Ok(durable
+        .filter(|durable| generation <= *durable)
+        .map(|durable| MetadataIoReceipt {
+            generation,
+            identity: resource.identity(),
+            outcome: ReceiptOutcome::Ready(MetadataIoCommitOutcome::Durable(durable)),
+        }))
 }
 
 /// The refusal of a new target beyond the registry's (or an actor's

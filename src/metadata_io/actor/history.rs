@@ -57,14 +57,14 @@ impl MetadataIoActor {
         resource: &str,
     ) -> RuntimeResult<MetadataTargetRetirementOutcome> {
         let shared = &self.shared;
-        if shared.accepting.load(Ordering::SeqCst) {
+        let mut state = shared.state.lock();
+        if state.lifecycle.admits() {
             return Ok(MetadataTargetRetirementOutcome::AdmissionOpen);
         }
-        let mut state = shared.state.lock();
         let Some(entry) = state.resources.get(resource) else {
             return Ok(MetadataTargetRetirementOutcome::NotFound);
         };
-        let busy = !shared.coordinator_done.load(Ordering::SeqCst)
+        let busy = state.lifecycle != Lifecycle::Finished
             || entry.in_flight.is_some()
             || entry.queued.is_some()
             || !entry.waiters.is_empty();

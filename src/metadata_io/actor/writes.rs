@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Weak};
 
+use super::lifecycle::Lifecycle;
 use crate::metadata_io::targets::TargetRegistration;
 
 use super::*;
@@ -29,7 +30,7 @@ impl ActorShared {
             woken.as_mut().enable();
             if cancelled.is_cancelled() {
                 // Owner cancellation stops admission; accepted work drains.
-                self.accepting.store(false, Ordering::SeqCst);
+                self.state.lock().lifecycle.stop();
             }
             let done = self.start_writes();
             waiting.extend(std::mem::take(&mut *self.deferred.lock()));
@@ -70,12 +71,7 @@ impl ActorShared {
                 state.writing += 1;
                 starting.push((queued, registration));
             }
-            !self.accepting.load(Ordering::SeqCst)
-                && state.writing == 0
-                && state
-                    .resources
-                    .values()
-                    .all(|resource| resource.queued.is_none())
+            state.drained()
         };
         // Spawned after the lock is released: a refused spawn completes
         // the write at once, which takes the lock again.
@@ -206,7 +202,7 @@ impl ActorShared {
             }
         };
         self.deferred.lock().push(Box::pin(writer));
-        if self.coordinator_gone.load(Ordering::SeqCst) {
+        if self.state.lock().lifecycle >= Lifecycle::Orphaned {
             // Nobody will drive it: settle it now (its claim abandons).
             drop(std::mem::take(&mut *self.deferred.lock()));
         }
@@ -224,13 +220,13 @@ impl ActorShared {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         state.writing -= 1;
-        // The coordinator is gone and this was the last write: the targets
-        // can be released now (after the lock).
-        let last = state.writing == 0 && self.coordinator_gone.load(Ordering::SeqCst);
+        // The coordinator is gone and this was the last write: the actor
+        // is finished (its waiters are woken after the lock).
+        let last = state.write_ended();
         let Some(resource) = state.resources.get_mut(name) else {
             drop(guard);
             if last {
-                self.finish();
+                self.finished.notify_waiters();
             }
             return;
         };
@@ -276,22 +272,12 @@ impl ActorShared {
             let _ = waiter.sender.send(outcome.clone());
         }
         if last {
-            self.finish();
+            self.finished.notify_waiters();
         }
         // The coordinator starts the next writes: a completion may run on
         // a blocking thread that still holds its lane slot, or inside a
         // refusal, so it never starts writes itself.
         self.wake.notify_one();
-    }
-
-    /// Reports the actor finished, once: when the coordinator is gone *and*
-    /// no write is in flight. (Targets need no release here: a registration
-    /// lives only while work does, invariant 8.)
-    pub(super) fn finish(&self) {
-        if !self.released.swap(true, Ordering::SeqCst) {
-            self.coordinator_done.store(true, Ordering::SeqCst);
-            self.finished.notify_waiters();
-        }
     }
 }
 
@@ -306,7 +292,6 @@ pub(super) struct CoordinatorExit(pub(super) Arc<ActorShared>);
 impl Drop for CoordinatorExit {
     fn drop(&mut self) {
         let shared = &self.0;
-        shared.accepting.store(false, Ordering::SeqCst);
         let mut dropped = Vec::new();
         let mut closed = Vec::new();
         let mut released = Vec::new();
@@ -333,8 +318,7 @@ impl Drop for CoordinatorExit {
                 closed.extend(uncovered);
             }
             state.ready.clear();
-            shared.coordinator_gone.store(true, Ordering::SeqCst);
-            state.writing == 0
+            state.coordinator_gone()
         };
         // Permits and waiter senders go after the lock (a dropped sender
         // tells its receipt the worker stopped). Writes still waiting for a
@@ -345,7 +329,7 @@ impl Drop for CoordinatorExit {
         drop(closed);
         drop(std::mem::take(&mut *shared.deferred.lock()));
         if idle {
-            shared.finish();
+            shared.finished.notify_waiters();
         }
     }
 }

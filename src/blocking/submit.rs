@@ -23,7 +23,7 @@
 
 use tokio::time::Instant;
 
-use crate::blocking::admission::Admission;
+use crate::blocking::admission::{Admission, AdmissionPermit};
 use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
 use crate::blocking::lease::LeaseShare;
 use crate::blocking::scope::Admit;
@@ -36,6 +36,30 @@ use crate::shutdown_report::BlockingKind;
 
 /// Results larger than this travel boxed from the blocking thread.
 const INLINE_RESULT_LIMIT: usize = 16 * 1024;
+
+/// One submission's request (what `execute` is asked to do).
+struct Submission<R> {
+    name: Arc<str>,
+    kind: BlockingKind,
+    deadline: Option<ShutdownDeadline>,
+    submitted: Instant,
+    work: Box<dyn FnOnce() -> R + Send>,
+    mode: Admit,
+}
+
+/// What waiting for a job found: the caller's wait ended (`Err`), Tokio's
+/// join failed, the start check refused the job, or the value.
+type Waited<R> =
+    Result<Result<Result<R, NotStarted>, tokio::task::JoinError>, tokio::time::error::Elapsed>;
+
+/// The two deadlines of a submission (phase 2): the operation's (no
+/// closure starts after it) and the queue's (no slot is waited for, or
+/// claimed, after it).
+#[derive(Clone, Copy)]
+struct Deadlines {
+    operation: ShutdownDeadline,
+    queue: ShutdownDeadline,
+}
 
 impl BlockingExecutor {
     /// Boxes large results so they never travel inline.
@@ -51,43 +75,119 @@ impl BlockingExecutor {
         let submitted = Instant::now();
         if std::mem::size_of::<R>() > INLINE_RESULT_LIMIT {
             let boxed: Box<dyn FnOnce() -> Box<R> + Send> = Box::new(move || Box::new(work()));
-            return self
-                .execute(name, kind, deadline, submitted, boxed, mode, share)
-                .await
-                .map(|result| *result);
+            let submission = Submission {
+                name,
+                kind,
+                deadline,
+                submitted,
+                work: boxed,
+                mode,
+            };
+            return self.execute(submission, share).await.map(|result| *result);
         }
-        self.execute(name, kind, deadline, submitted, work, mode, share)
-            .await
+        let submission = Submission {
+            name,
+            kind,
+            deadline,
+            submitted,
+            work,
+            mode,
+        };
+        self.execute(submission, share).await
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The phases of the executor's module docs: (1) refuse what can never
+    /// run; (2) fix the deadlines; (3) take a slot, queueing for one; (4)
+    /// re-check the scope and the deadline; (5) hand the closure to the
+    /// blocking pool and wait for it; (6) settle what the wait found.
     async fn execute<R: Send + 'static>(
         &self,
-        name: Arc<str>,
-        kind: BlockingKind,
-        deadline: Option<ShutdownDeadline>,
-        submitted: Instant,
-        work: Box<dyn FnOnce() -> R + Send>,
-        mode: Admit,
+        submission: Submission<R>,
         share: Option<&mut LeaseShare<'_>>,
     ) -> RuntimeResult<R> {
-        let inner = &*self.inner;
-        let table = &inner.table;
+        let Submission {
+            name,
+            kind,
+            deadline,
+            submitted,
+            work,
+            mode,
+        } = submission;
+        self.refuse_unrunnable(kind, mode)?;
+        let deadlines = self.deadlines(deadline, submitted, mode)?;
+        let record = self.inner.table.insert(name, kind);
+        let permit = self.take_slot(mode, deadlines.queue).await?;
+        // A scope that closed (or an executor stopped) while this submission
+        // was admitted or queued never runs it: the permit and the record go
+        // back here.
+        self.refuse_unrunnable(kind, mode)?;
+        if deadlines.operation.is_expired() {
+            // Never started: the permit and the record go back now.
+            return Err(RuntimeError::timed_out(
+                RuntimeOperation::BlockingTaskDeadline,
+            ));
+        }
+        let started = Instant::now();
+        let abandoned = Abandoned {
+            table: Arc::clone(&self.inner.table),
+            id: record.id(),
+            armed: true,
+        };
+        let job = BlockingJob {
+            work: Some(work),
+            permit: Some(permit),
+            record: Some(record),
+            start: Some(StartCheck {
+                inner: Arc::clone(&self.inner),
+                deadline: deadlines.operation,
+                mode,
+            }),
+        };
+        // From here the closure may run: the lease share is spent unless
+        // the start check refuses it.
+        let mut share = share;
+        if let Some(share) = share.as_deref_mut() {
+            share.commit();
+        }
+        let result = self
+            .run_and_wait(job, abandoned.id, started, deadlines.operation)
+            .await;
+        self.settle(result, abandoned, share)
+    }
+
+    /// Phase 1 (and 4): long-running work is never admitted, and nothing is
+    /// once the scope (or the isolated executor) refuses its mode.
+    fn refuse_unrunnable(&self, kind: BlockingKind, mode: Admit) -> RuntimeResult<()> {
+        let table = &self.inner.table;
         if kind == BlockingKind::LongRunning {
             table.reject();
             return Err(RuntimeError::unsupported(
                 RuntimeOperation::BlockingExecutorKind,
             ));
         }
-        if !inner.admits_mode(mode) {
+        if !self.inner.admits_mode(mode) {
             table.reject();
             return Err(RuntimeError::closed(
                 RuntimeOperation::BlockingQueueAdmission,
             ));
         }
-        let policy = &inner.policy;
-        let operation_deadline = match deadline {
-            Some(deadline) => match inner.scope.shutdown_deadline() {
+        Ok(())
+    }
+
+    /// Phase 2: the operation deadline is the caller's, capped by the
+    /// scope's installed shutdown deadline (or the lane's queue and task
+    /// timeouts when the caller gave none); the queue deadline caps it by
+    /// the queue timeout. Pre-accepted work whose deadline passed is
+    /// refused at once.
+    fn deadlines(
+        &self,
+        deadline: Option<ShutdownDeadline>,
+        submitted: Instant,
+        mode: Admit,
+    ) -> RuntimeResult<Deadlines> {
+        let policy = &self.inner.policy;
+        let operation = match deadline {
+            Some(deadline) => match self.inner.scope.shutdown_deadline() {
                 Some(scope) => deadline.earliest(scope),
                 None => deadline,
             },
@@ -96,26 +196,40 @@ impl BlockingExecutor {
                 policy.queue_timeout.saturating_add(policy.task_timeout),
             )),
         };
-        if mode == Admit::Finalization && operation_deadline.is_expired() {
+        if mode == Admit::Finalization && operation.is_expired() {
             return Err(RuntimeError::timed_out(
                 RuntimeOperation::BlockingTaskDeadline,
             ));
         }
-        let queue_deadline = operation_deadline.earliest(ShutdownDeadline::from_tokio(
-            saturating_add(submitted, policy.queue_timeout),
-        ));
-        let record = table.insert(name, kind);
+        let queue = operation.earliest(ShutdownDeadline::from_tokio(saturating_add(
+            submitted,
+            policy.queue_timeout,
+        )));
+        Ok(Deadlines { operation, queue })
+    }
+
+    /// Phase 3: a slot now, or a place in the lane's queue until a slot is
+    /// granted, the scope refuses the mode, or the queue deadline passes. A
+    /// grant that came after the queue deadline (this waiter was not polled
+    /// in between) is not used: dropping the permit hands the slot on.
+    async fn take_slot(
+        &self,
+        mode: Admit,
+        queue_deadline: ShutdownDeadline,
+    ) -> RuntimeResult<AdmissionPermit> {
+        let inner = &*self.inner;
+        let table = &inner.table;
         let admission = match mode {
             Admit::Ordinary => table.budget().admit(table.lane_index()),
             Admit::Finalization => self.admit_waiting_for_room(queue_deadline).await?,
         };
-        let permit = match admission {
-            Admission::Running(permit) => permit,
+        match admission {
+            Admission::Running(permit) => Ok(permit),
             Admission::QueueFull => {
                 table.reject();
-                return Err(RuntimeError::capacity(
+                Err(RuntimeError::capacity(
                     RuntimeOperation::BlockingQueueAdmission,
-                ));
+                ))
             }
             Admission::Queued(mut queued) => {
                 let permit = tokio::select! {
@@ -129,56 +243,31 @@ impl BlockingExecutor {
                     }
                     permit = queued.granted() => permit,
                 };
-                // A grant that came after the queue deadline (this waiter
-                // was not polled in between) is not used: dropping the
-                // permit hands the slot to the next waiter.
                 if queue_deadline.is_expired() {
                     drop(permit);
                     return Err(RuntimeError::timed_out(
                         RuntimeOperation::BlockingQueueAdmission,
                     ));
                 }
-                permit
+                Ok(permit)
             }
-        };
-        // A scope that closed (or an executor stopped) while this submission
-        // was admitted or queued never runs it: the permit and the record go
-        // back here.
-        if !inner.admits_mode(mode) {
-            table.reject();
-            return Err(RuntimeError::closed(
-                RuntimeOperation::BlockingQueueAdmission,
-            ));
         }
-        if operation_deadline.is_expired() {
-            // Never started: the permit and the record go back now.
-            return Err(RuntimeError::timed_out(
-                RuntimeOperation::BlockingTaskDeadline,
-            ));
-        }
-        let started = Instant::now();
-        let abandoned = Abandoned {
-            table: Arc::clone(table),
-            id: record.id(),
-            armed: true,
-        };
-        let job = BlockingJob {
-            work: Some(work),
-            permit: Some(permit),
-            record: Some(record),
-            start: Some(StartCheck {
-                inner: Arc::clone(&self.inner),
-                deadline: operation_deadline,
-                mode,
-            }),
-        };
-        let record_id = abandoned.id;
-        // From here the closure may run: the lease share is spent unless
-        // the start check refuses it below.
-        let mut share = share;
-        if let Some(share) = share.as_deref_mut() {
-            share.commit();
-        }
+    }
+
+    /// Phase 5: hands the job to the owner's blocking pool and waits until
+    /// the caller's deadline (the task timeout from the start, capped by
+    /// the operation deadline). A closure still running after `warn_after`
+    /// is reported once, here while the caller waits (or as it exits, by
+    /// its record). `Err` when the caller stopped waiting.
+    async fn run_and_wait<R: Send + 'static>(
+        &self,
+        job: BlockingJob<R>,
+        record_id: u64,
+        started: Instant,
+        operation_deadline: ShutdownDeadline,
+    ) -> Waited<R> {
+        let inner = &*self.inner;
+        let policy = &inner.policy;
         let mut handle = inner.handle.spawn_blocking(move || job.run());
         let caller_deadline = operation_deadline
             .earliest(ShutdownDeadline::from_tokio(saturating_add(
@@ -186,23 +275,32 @@ impl BlockingExecutor {
                 policy.task_timeout,
             )))
             .tokio_instant();
-        // A closure still running after `warn_after` is reported once, here
-        // while the caller waits (or as it exits, by its record).
         let warn_at = saturating_add(started, policy.warn_after);
         let early = if warn_at < caller_deadline {
             let early = tokio::time::timeout_at(warn_at, &mut handle).await.ok();
             if early.is_none() {
-                table.warn_slow(record_id);
+                inner.table.warn_slow(record_id);
             }
             early
         } else {
             None
         };
-        let result = match early {
+        match early {
             Some(done) => Ok(done),
             None => tokio::time::timeout_at(caller_deadline, handle).await,
-        };
-        let mut abandoned = abandoned;
+        }
+    }
+
+    /// Phase 6: the value, or why there is none. A closure that never ran
+    /// gives a drain lease's share back; one the caller stopped waiting for
+    /// is marked `TimedOutStillRunning` by `abandoned` as it drops.
+    fn settle<R>(
+        &self,
+        result: Waited<R>,
+        mut abandoned: Abandoned,
+        share: Option<&mut LeaseShare<'_>>,
+    ) -> RuntimeResult<R> {
+        let table = &self.inner.table;
         let never_ran = matches!(&result, Ok(Ok(Err(_))))
             || matches!(&result, Ok(Err(join)) if join.is_cancelled());
         if never_ran {

@@ -181,3 +181,8 @@ pub struct ReadmeZhDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../MIGRATION.md")]
 pub struct MigrationDoctests;
+
+/// The changelog's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../CHANGELOG.md")]
+pub struct ChangelogDoctests;

@@ -3,9 +3,9 @@
 //!
 //! | State | Owner |
 //! | --- | --- |
-//! | per-resource generations, waiters, pending counts, ready order | [`actor`] (`ActorState`, one lock) |
-//! | target ownership, durable history, fences, retirement (per owner) | [`targets`] (`MetadataTargetRegistry`, owned by `RuntimeResources`) |
-//! | the durable replacement steps | [`fs`] (`LocalMetadataFileSystem`) |
+//! | per-resource generations, waiters, pending counts, ready order, lifecycle | [`actor`] (`ActorState`, one lock; `actor/lifecycle.rs`) |
+//! | target ownership, durable history, fences, retirement, generation counter (per owner) | [`targets`] (`MetadataTargetRegistry`, held for the owner by `RuntimeResources`) |
+//! | the durable replacement steps | `crate::durable` (`LocalMetadataFileSystem`, shared with `common::file_utils`) |
 
 pub(crate) mod actor;
 pub(crate) mod targets;

@@ -15,7 +15,7 @@
 //! | settlement | `task_group/completion.rs` | destroy the future → publish → notify, exactly once per task |
 //! | deadlines, seal, reports | `task_group/shutdown.rs` | deadlines only tighten; the first report is cached |
 //! | diagnostic walks (tally, bounded details) | `task_group/diagnostics.rs` | the detail walk examines at most its scan budget of task entries and of child entries |
-//! | ids, names, kinds | `task_group/identity.rs` | a `TaskId` is equal only to an id of the same group and task |
+//! | ids, names, kinds | `task_identity.rs` (below the tree and its reports) | a `TaskId` is equal only to an id of the same group and task |
 //! | tree-wide counters, Tokio handle, blocking tables, shutdown reason | `TreeShared` (this file) | see below |
 //!
 //! Invariants of this file:

@@ -1,7 +1,7 @@
-//! Drain leases (CONTRACTS 1.9, invariants 58 and 66): finalization I/O
-//! accepted while a scope is open and run after it closes, bounded in
-//! count and time, without reopening ordinary admission. Closures are held
-//! at gates; waits for a state are polled under a hang guard.
+//! Drain leases (`src/blocking/lease.rs`): finalization I/O accepted while
+//! a scope is open and run after it closes, bounded in count and time,
+//! without reopening ordinary admission. Closures are held at gates; waits
+//! for a state are polled under a hang guard.
 
 mod support;
 

@@ -1,6 +1,7 @@
-//! Blocking lanes and isolated executors (invariants 53–68). Closures are
-//! held and released through explicit gates; waits for a state are polled
-//! under a hang guard, never slept.
+//! Blocking lanes and isolated executors (`src/blocking/admission.rs`,
+//! `src/blocking/executor.rs`, `src/blocking/table.rs`). Closures are held
+//! and released through explicit gates; waits for a state are polled under
+//! a hang guard, never slept.
 
 mod support;
 
@@ -511,7 +512,8 @@ fn panics_queue_timeouts_conditions_and_isolated_evidence() {
 /// A managed submission admitted by its lane can still wait in Tokio's
 /// blocking pool when isolated executors fill it. If its operation deadline
 /// passes before a pool thread picks it up, the closure never runs
-/// (invariant 59): the caller gets `TimedOut` and the record goes away.
+/// (`src/blocking/executor.rs`, invariant 1): the caller gets `TimedOut`
+/// and the record goes away.
 #[test]
 fn a_closure_that_reaches_a_pool_thread_after_its_deadline_never_runs() {
     let lanes = Lanes::default();
@@ -565,11 +567,12 @@ fn a_closure_that_reaches_a_pool_thread_after_its_deadline_never_runs() {
     assert!(!ran.load(Ordering::SeqCst), "started after its deadline");
 }
 
-/// Invariant 59's cap: an ordinary `spawn_until` with a far deadline is
-/// capped by the scope's installed shutdown deadline. The lane is full, a
-/// 1 s deadline is installed on the scope (still open: the shutdown future
-/// is dropped unpolled), and the submission with an hour's deadline times
-/// out at 1 s, before the lane's 5 s queue timeout, without running.
+/// An ordinary `spawn_until` with a far deadline is capped by the scope's
+/// installed shutdown deadline (`src/blocking/executor.rs`, invariant 1).
+/// The lane is full, a 1 s deadline is installed on the scope (still open:
+/// the shutdown future is dropped unpolled), and the submission with an
+/// hour's deadline times out at 1 s, before the lane's 5 s queue timeout,
+/// without running.
 ///
 /// ```text
 /// t=0       lane full; scope deadline 1 s installed; spawn_until(1 h) queued

@@ -1,10 +1,12 @@
-//! Blocking work across runtimes and owners, and the blocking invariants
-//! the lane tests do not reach: one global capacity for every context of an
-//! owner (invariant 7), a lane used after its owner is gone (10), the drop
-//! order inside the closure wrapper (61), a grant that comes after the
-//! queue deadline (59), an isolated executor built outside Tokio (68).
-//! The cap of a blocking deadline by the scope's installed shutdown
-//! deadline (59) is in `blocking_drain_lease`
+//! Blocking work across runtimes and owners, and the blocking rules the
+//! lane tests do not reach: one global capacity for every context of an
+//! owner (`src/service_context.rs`, invariant 3), a lane used after its
+//! owner is gone, the drop order inside the closure wrapper
+//! (`src/blocking/executor.rs`, invariant 2), a grant that comes after the
+//! queue deadline (`src/blocking/submit.rs`), an isolated executor built
+//! outside Tokio. The cap of a blocking deadline by the scope's installed
+//! shutdown deadline (`src/blocking/executor.rs`, invariant 1) is in
+//! `blocking_drain_lease`
 //! (`the_root_shutdown_deadline_bounds_a_pre_accepted_slot`).
 
 mod support;
@@ -37,7 +39,8 @@ fn flag() -> (Arc<AtomicBool>, impl FnOnce() + Send + 'static) {
     (flag, move || set.store(true, Ordering::SeqCst))
 }
 
-/// Invariant 7: the lanes of two contexts draw on one global capacity.
+/// The lanes of two contexts draw on one global capacity
+/// (`src/service_context.rs`, invariant 3).
 #[test]
 fn two_contexts_share_one_global_blocking_capacity() {
     let (owner, store) = owner(&Lanes {
@@ -83,9 +86,9 @@ fn two_contexts_share_one_global_blocking_capacity() {
     }
 }
 
-/// Invariant 10 and the retained executor: after the owner is destroyed, a
-/// managed lane, an isolated executor and a drain lease kept from it refuse
-/// with `Closed` on another runtime, and never call the closure.
+/// After the owner is destroyed, a managed lane, an isolated executor and a
+/// drain lease kept from it refuse with `Closed` on another runtime, and
+/// never call the closure.
 #[test]
 fn a_lane_used_after_its_owner_is_gone_refuses_and_never_calls_the_closure() {
     let (owner, store) = owner(&Lanes::default());
@@ -122,9 +125,9 @@ fn a_lane_used_after_its_owner_is_gone_refuses_and_never_calls_the_closure() {
     assert_eq!(storage.snapshot().tasks.len(), 0);
 }
 
-/// Invariant 68: an isolated executor built on a thread outside Tokio runs
-/// its closures on the runtime of the group it was given, whichever
-/// runtime polls the submission.
+/// An isolated executor built on a thread outside Tokio runs its closures
+/// on the runtime of the group it was given, whichever runtime polls the
+/// submission.
 #[test]
 fn an_isolated_executor_built_outside_tokio_uses_its_group() {
     let (owner, store) = owner(&Lanes::default());
@@ -152,8 +155,9 @@ fn an_isolated_executor_built_outside_tokio_uses_its_group() {
     held.open();
 }
 
-/// Invariant 61: a closure's captures are dropped while its permit and its
-/// record are still held, also when it panics.
+/// A closure's captures are dropped while its permit and its record are
+/// still held, also when it panics (`src/blocking/executor.rs`,
+/// invariant 2).
 #[test]
 fn captures_are_dropped_before_the_permit_and_the_record() {
     struct Probe {

@@ -214,10 +214,10 @@ fn an_unobserved_queue_never_reads_the_clock() {
     assert_eq!(reads(), 11, "one read per push once observed");
 }
 
-/// Invariant 82 at capacity: a push that drops the stale head is admitted
-/// in its room (the stale items' reservations go back before the push
-/// reserves), so the fresh item is never refused for the room the stale
-/// ones held.
+/// `DropStale` at capacity (`src/resource_budget/queue.rs`, invariant 4): a
+/// push that drops the stale head is admitted in its room (the stale items'
+/// reservations go back before the push reserves), so the fresh item is
+/// never refused for the room the stale ones held.
 #[tokio::test(start_paused = true)]
 async fn drop_stale_at_capacity_admits_the_fresh_item() {
     let (tree, queue) =
@@ -238,8 +238,9 @@ async fn drop_stale_at_capacity_admits_the_fresh_item() {
     );
 }
 
-/// Invariant 83 on a pop: a consumer that finds the head at `max_age`
-/// closes the queue (its items dropped, waiters woken) and gets nothing.
+/// `CloseSlowConsumer` on a pop (`src/resource_budget/queue.rs`,
+/// invariant 11): a consumer that finds the head at `max_age` closes the
+/// queue (its items dropped, waiters woken) and gets nothing.
 #[tokio::test(start_paused = true)]
 async fn close_slow_consumer_closes_when_a_pop_finds_a_stale_head() {
     let (tree, queue) = queue(aged(FullPolicy::CloseSlowConsumer));

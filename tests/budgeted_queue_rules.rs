@@ -1,6 +1,7 @@
-//! `BudgetedQueue` contracts of CONTRACTS 1.12 and MIGRATION: pushing under
-//! a permit the producer holds, queues closed by their dynamic key, and a
-//! coalescing replacement admitted before the displaced items are dropped.
+//! `BudgetedQueue` rules (`src/resource_budget/queue.rs`, MIGRATION.md):
+//! pushing under a permit the producer holds, queues closed by their
+//! dynamic key, and a coalescing replacement admitted before the displaced
+//! items are dropped.
 
 mod support;
 

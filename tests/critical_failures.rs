@@ -1,4 +1,4 @@
-//! Critical tasks and failure recovery (invariant 106).
+//! Critical tasks and failure recovery (`src/critical.rs`).
 
 mod support;
 
@@ -26,7 +26,8 @@ async fn a_panicking_critical_service_under_each_recovery() {
         lifecycle
             .spawn_critical_failure_monitor(&monitors.task_spawner(), &failures, recovery)
             .expect("monitor");
-        // Through the context itself (CONTRACTS 1.3 delegates the spawns).
+        // Through the context itself (its spawn methods delegate to its
+        // group).
         component
             .spawn_critical_service("replicator", failures.clone(), async {
                 panic!("replication broke")
@@ -200,9 +201,9 @@ async fn a_critical_service_is_expected_to_exit_only_after_cancellation() {
     assert!(!report.is_healthy());
 }
 
-/// Invariant 106: a monitor whose scope is cancelled before its first poll
-/// stops without taking anything (the cancellation wins), and the pending
-/// failure stays pending for the next handler.
+/// A monitor whose scope is cancelled before its first poll stops without
+/// taking anything (the cancellation wins), and the pending failure stays
+/// pending for the next handler (`src/critical.rs`, invariant 1).
 #[tokio::test(start_paused = true)]
 async fn a_monitor_cancelled_before_its_first_poll_leaves_the_failure_pending() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -228,9 +229,9 @@ async fn a_monitor_cancelled_before_its_first_poll_leaves_the_failure_pending() 
     assert_eq!(failures.handle(), Some(failure));
 }
 
-/// Invariant 106: competing monitors handle each record exactly once:
-/// three monitors, three failures recorded one after another (each once
-/// the previous one was handled): three handler calls in all.
+/// Competing monitors handle each record exactly once (`src/critical.rs`,
+/// invariant 1): three monitors, three failures recorded one after another
+/// (each once the previous one was handled): three handler calls in all.
 #[tokio::test(start_paused = true)]
 async fn competing_monitors_handle_each_record_exactly_once() {
     use std::sync::Arc;

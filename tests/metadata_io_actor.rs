@@ -1,6 +1,7 @@
-//! The metadata actor (invariants 87–100): admission, coalescing, fairness,
-//! honest commit outcomes, budget charging and shutdown. Writes go through
-//! a recording file system whose calls can be held at a gate or fail.
+//! The metadata actor (`src/metadata_io/actor.rs`): admission, coalescing,
+//! fairness, honest commit outcomes, budget charging and shutdown. Writes
+//! go through a recording file system whose calls can be held at a gate or
+//! fail.
 
 mod support;
 
@@ -425,7 +426,8 @@ fn a_target_spelled_differently_is_the_same_target() {
 }
 
 /// A resource may move to another target while it has no pending work
-/// (invariant 98); with a write in flight the move is a conflict.
+/// (`src/metadata_io/actor.rs`); with a write in flight the move is a
+/// conflict.
 #[test]
 fn a_resource_moves_target_only_without_pending_work() {
     let (owner, broker) = owner(None);
@@ -507,12 +509,13 @@ async fn a_coordinator_aborted_before_its_first_poll_still_releases_its_targets(
     );
 }
 
-/// Invariant 6 (README: "the actual blocking closure owns its snapshot and
-/// permit together, including after cancellation destroys the actor or
-/// coordinator"): with every handle dropped and the coordinator aborted at
-/// its group's deadline, the actor is gone while its write still runs; the
-/// closure keeps its charge and its target until it exits, then records the
-/// durable generation in the owner's registry.
+/// `src/metadata_io/actor.rs`, invariant 6 (README: "the actual blocking
+/// closure owns its snapshot and permit together, including after
+/// cancellation destroys the actor or coordinator"): with every handle
+/// dropped and the coordinator aborted at its group's deadline, the actor
+/// is gone while its write still runs; the closure keeps its charge and its
+/// target until it exits, then records the durable generation in the
+/// owner's registry.
 #[test]
 fn a_running_write_does_not_keep_the_actor_alive() {
     let (owner, broker) = owner(None);
@@ -594,10 +597,10 @@ fn a_running_write_does_not_keep_the_actor_alive() {
     );
 }
 
-/// Invariant 5: after an unknown commit outcome fences the target, a
-/// generation queued before the fence still runs (as in the original
-/// design) and its waiter gets its outcome; every new submission is
-/// refused, even one the durable generation covers.
+/// `src/metadata_io/actor.rs`, invariant 5: after an unknown commit outcome
+/// fences the target, a generation queued before the fence still runs (as
+/// in the original design) and its waiter gets its outcome; every new
+/// submission is refused, even one the durable generation covers.
 #[test]
 fn a_generation_queued_before_a_fence_still_runs() {
     let (owner, broker) = owner(None);
@@ -658,10 +661,10 @@ impl MetadataFileSystem for GatedFs {
     }
 }
 
-/// Invariant 94: different resources are written concurrently up to
-/// `min(max_concurrent_writes, lane concurrency)`: with 8 writers asked
-/// for and a metadata lane of 2, two writes run and the other two
-/// resources wait queued; all four end durable.
+/// Different resources are written concurrently up to
+/// `min(max_concurrent_writes, lane concurrency)`: with 8 writers asked for
+/// and a metadata lane of 2, two writes run and the other two resources
+/// wait queued; all four end durable.
 #[test]
 fn concurrent_writes_are_capped_by_the_lane_concurrency() {
     use std::num::NonZeroUsize;
@@ -720,9 +723,8 @@ fn concurrent_writes_are_capped_by_the_lane_concurrency() {
     );
 }
 
-/// Invariant 100's last clause: cancelling the actor's group stops
-/// admission (`Closed`, `MetadataIoClosed`); the work accepted before it
-/// is still written.
+/// Cancelling the actor's group stops admission (`Closed`,
+/// `MetadataIoClosed`); the work accepted before it is still written.
 #[test]
 fn group_cancellation_stops_actor_admission() {
     let (owner, broker) = owner(None);

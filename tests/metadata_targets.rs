@@ -1,9 +1,9 @@
-//! Metadata target histories and the commit/observe APIs (invariants 91,
-//! 92, 97, 98, 100, 101): retirement and its outcomes, the registry's
-//! capacity and stats, `submit_commit` / `submit_observed` /
-//! `observe_until`, lane deadlines, waiter and budget bounds, and the
-//! shutdown report. Writes go through the recording file system of
-//! `support/metadata.rs`.
+//! Metadata target histories and the commit/observe APIs (rules in
+//! `src/metadata_io/targets.rs` and `src/metadata_io/actor.rs`): retirement
+//! and its outcomes, the registry's capacity and stats, `submit_commit` /
+//! `submit_observed` / `observe_until`, lane deadlines, waiter and budget
+//! bounds, and the shutdown report. Writes go through the recording file
+//! system of `support/metadata.rs`.
 
 mod support;
 
@@ -61,7 +61,8 @@ fn durable(owner: &RuntimeOwner, actor: &MetadataIoActor, request: MetadataWrite
         .get()
 }
 
-/// Invariant 101: every retirement outcome, and what a retirement changes.
+/// Retirement (`src/metadata_io/targets.rs`, invariant 4): every outcome,
+/// and what a retirement changes.
 #[test]
 fn retirement_answers_each_outcome() {
     let (owner, broker) = owner(None);
@@ -370,9 +371,9 @@ fn observations_say_what_is_known() {
     release.send(()).expect("held write");
 }
 
-/// Invariant 97: an observation that gives up (a timed-out receipt, or an
-/// observing task that panics) never cancels the write; a later
-/// generation waits behind it, and a later observer sees its late result.
+/// An observation that gives up (a timed-out receipt, or an observing task
+/// that panics) never cancels the write; a later generation waits behind
+/// it, and a later observer sees its late result.
 #[test]
 fn observation_never_cancels_the_write() {
     let (owner, broker) = owner(None);
@@ -474,8 +475,9 @@ fn a_lane_deadline_bounds_the_wait_for_a_slot() {
     assert_eq!(written, ["a.json"], "b was never started");
 }
 
-/// Invariant 91: waiting receipts are bounded per actor by
-/// `max(4 · max_pending_operations, 1)`.
+/// Waiting receipts are bounded per actor by
+/// `max(4 · max_pending_operations, 1)`
+/// (`src/metadata_io/actor/admission.rs`).
 #[test]
 fn waiters_are_bounded() {
     let (owner, broker) = owner(None);
@@ -508,9 +510,10 @@ fn waiters_are_bounded() {
     }
 }
 
-/// Invariant 92: at the process budget's limit an equal-size replacement
-/// is admitted, a larger one is refused and keeps the old request and its
-/// charge, and a smaller one gives back the difference.
+/// Coalescing charges only growth (`src/metadata_io/actor.rs`): at the
+/// process budget's limit an equal-size replacement is admitted, a larger
+/// one is refused and keeps the old request and its charge, and a smaller
+/// one gives back the difference.
 #[test]
 fn coalescing_charges_only_growth() {
     const HALF: usize = 512 << 10;
@@ -548,10 +551,10 @@ fn coalescing_charges_only_growth() {
     assert_eq!(written, [1, 5]);
 }
 
-/// Invariants 88, 93 and 100: a shutdown that times out only ends its wait.
-/// It lists every resource with a generation in flight *or queued* as
-/// unfinished and counts both in its pending figures; the queued generation
-/// stays charged and is written afterwards.
+/// A shutdown that times out only ends its wait
+/// (`src/metadata_io/actor.rs`). It lists every resource with a generation
+/// in flight *or queued* as unfinished and counts both in its pending
+/// figures; the queued generation stays charged and is written afterwards.
 #[test]
 fn a_timed_out_shutdown_keeps_queued_generations_charged_and_writes_them() {
     let (owner, broker) = owner(None);
@@ -592,7 +595,8 @@ fn a_timed_out_shutdown_keeps_queued_generations_charged_and_writes_them() {
 }
 
 /// A replacement actor reads the durable generation from the registry
-/// (invariant 98) and resolves older generations without a write.
+/// (`src/metadata_io/targets.rs`, invariant 3) and resolves older
+/// generations without a write.
 #[test]
 fn a_replacement_actor_confirms_what_an_earlier_one_wrote() {
     let (owner, broker) = owner(None);
@@ -675,11 +679,12 @@ fn the_effective_profile_names_where_each_limit_comes_from() {
     let _ = MetadataIoAdmissionOutcome::TargetConflict(request("unused", 1, 8));
 }
 
-/// Invariant 98: the live writer of a target is its running write, not an
-/// open actor. Once the first actor's write is durable, a second actor of
-/// the owner writes the same target while the first is still open; while
-/// the second one's write runs, the first is refused, and afterwards it
-/// writes on from the second one's durable generation.
+/// The live writer of a target is its running write, not an open actor
+/// (`src/metadata_io/targets.rs`, invariant 2). Once the first actor's
+/// write is durable, a second actor of the owner writes the same target
+/// while the first is still open; while the second one's write runs, the
+/// first is refused, and afterwards it writes on from the second one's
+/// durable generation.
 #[test]
 fn an_idle_open_actor_leaves_its_target_to_another_actor() {
     let (owner, broker) = owner(None);
@@ -715,10 +720,10 @@ fn an_idle_open_actor_leaves_its_target_to_another_actor() {
     assert_eq!(owner.resources().metadata_target_stats().live_owners, 0);
 }
 
-/// Invariant 102: each actor bounds its own resource cache by the
-/// registry's capacity. Another actor retires one of two histories, so the
-/// registry has room, but the first actor still caches both resources: its
-/// third resource is refused as `CapacityExhausted`, naming the capacity.
+/// Each actor bounds its own resource cache by the registry's capacity.
+/// Another actor retires one of two histories, so the registry has room,
+/// but the first actor still caches both resources: its third resource is
+/// refused as `CapacityExhausted`, naming the capacity.
 #[test]
 fn an_actor_bounds_its_resource_cache_by_the_registry_capacity() {
     let (owner, broker) = owner_with_capacity(2);

@@ -1,5 +1,5 @@
-//! Operations: admission, owner binding, the six outcomes, waits and
-//! wait policies (invariants 35–43).
+//! Operations: admission, owner binding, the six outcomes, waits and wait
+//! policies (`src/operation.rs` and `src/operation/`).
 
 mod support;
 
@@ -75,11 +75,12 @@ async fn completed_outcome_and_no_task_group() {
     assert_eq!(op.active_task_count(), 0);
 }
 
-/// A bound operation holds its owner group only while it has accepted
-/// tasks (invariants 29 and 35): with a task running, dropping the group's
-/// last handle leaves the group listed under its parent (the task still
-/// settles into it); once the operation is idle the group is unregistered,
-/// although the operation lives on.
+/// A bound operation holds its owner group only while it has accepted tasks
+/// (`src/operation.rs`, invariant 6; a parent holds its children weakly:
+/// `src/task_group.rs`, invariant 5): with a task running, dropping the
+/// group's last handle leaves the group listed under its parent (the task
+/// still settles into it); once the operation is idle the group is
+/// unregistered, although the operation lives on.
 #[tokio::test(start_paused = true)]
 async fn a_bound_operation_keeps_its_owner_only_while_it_has_tasks() {
     let harness = harness("ops");
@@ -248,9 +249,10 @@ async fn panicked_outcome_poisons_the_owner() {
 }
 
 /// A panic while an operation task's future is destroyed makes its outcome
-/// `Panicked` (invariant 38: a panic in poll or drop), however the task
-/// stopped: here one that completed and one that a wait aborted. A panic is
-/// never hidden behind the reason the task stopped.
+/// `Panicked` (a panic in poll or drop: `src/task_group/completion.rs`,
+/// invariant 3), however the task stopped: here one that completed and one
+/// that a wait aborted. A panic is never hidden behind the reason the task
+/// stopped.
 #[tokio::test(start_paused = true)]
 async fn a_panic_while_the_future_is_destroyed_is_panicked() {
     let harness = harness("ops");
@@ -366,7 +368,8 @@ async fn draining_operation_still_stops_at_its_deadline() {
 
 /// A draining operation that ignores its owner's cancellation is still
 /// bounded by a wait (which aborts it) and by the owner's shutdown deadline
-/// (invariant 43; README: "task-group shutdown still bound it").
+/// (`src/operation/run.rs`, invariant 1; README: "task-group shutdown still
+/// bound it").
 #[tokio::test(start_paused = true)]
 async fn draining_operation_is_still_aborted_by_a_wait_and_by_shutdown() {
     let harness = harness("ops");
@@ -652,8 +655,8 @@ fn wait_returns_within_timeout_plus_one_second_when_destruction_hangs() {
             }
         });
         entered.wait();
-        // Invariant 39: while the future is still being destroyed, nothing
-        // is published and the task still counts.
+        // `src/operation.rs`, invariant 2: while the future is still being
+        // destroyed, nothing is published and the task still counts.
         assert_eq!(op.active_task_count(), 1);
         assert!(counts(&op).is_empty(), "{:?}", counts(&op));
         assert!(!result.expect("owner"));
@@ -764,8 +767,8 @@ fn wait_until_returns_at_its_deadline_when_a_task_blocks_in_poll() {
         );
         unblock.send(()).expect("task waits");
     }
-    // Invariant 41: the owner's shutdown report accounts for a task that a
-    // wait left unconfirmed (still blocked when the owner shuts down).
+    // The owner's shutdown report accounts for a task that a wait left
+    // unconfirmed (still blocked when the owner shuts down).
     let reported = group.try_child("reported").expect("open");
     let op = OperationContext::without_deadline(TaskKind::Worker);
     let unblock = spawn_blocked_in_poll(&reported, &op);
@@ -981,7 +984,8 @@ fn churn_counts_every_task_once_and_never_leaves_a_stale_entry() {
                                 failed_waits.fetch_add(1, Ordering::Relaxed);
                             }
                             assert_eq!(op.active_task_count(), 0);
-                            // Invariant 40: the owner lists neither task.
+                            // `src/operation/gate.rs`, invariant 2: the
+                            // owner lists neither task.
                             assert!(!group.contains_task(first) && !group.contains_task(second));
                         }
                         ops.push(op);
@@ -1082,7 +1086,8 @@ impl Drop for BlockingDrop {
 
 /// The deadline timer fires up to a driver tick late; a task woken by its
 /// own work after its deadline has passed is still stopped by the deadline
-/// (invariant 38: the deadline outranks completion), not completed.
+/// (`src/operation/run.rs`, invariant 3: the deadline outranks completion),
+/// not completed.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_passed_before_a_later_poll_wins_over_completion() {
     let harness = harness("ops");

@@ -1,5 +1,6 @@
 //! An idle operation costs no task group and at most 256 bytes of heap
-//! (invariant 35). Counted with this test binary's global allocator.
+//! (`src/operation.rs`, invariant 1). Counted with this test binary's
+//! global allocator.
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
-//! The probe server under file-descriptor exhaustion (invariant 107):
-//! `accept` failing with `EMFILE` is retried with backoff, the service stays
-//! up and serves the waiting client once descriptors are free again; a
-//! listener that stays unusable marks the service failed and requests an
-//! `Internal` shutdown.
+//! The probe server under file-descriptor exhaustion
+//! (`src/service_lifecycle/probe.rs`, invariant 4): `accept` failing with
+//! `EMFILE` is retried with backoff, the service stays up and serves the
+//! waiting client once descriptors are free again; a listener that stays
+//! unusable marks the service failed and requests an `Internal` shutdown.
 //!
 //! Descriptor exhaustion is process-wide, so this binary holds a single
 //! test that runs both scenarios in sequence (Linux only: it lowers

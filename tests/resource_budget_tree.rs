@@ -1,6 +1,7 @@
-//! Resource budgets (invariants 69–86): ancestor limits, reserve-and-
-//! rollback, control reserves, resize and rebind, dynamic keys and every
-//! queue policy under 2× overload.
+//! Resource budgets (`src/resource_budget/tree.rs`, `budget.rs`,
+//! `dynamic.rs` and `queue.rs`): ancestor limits, reserve-and-rollback,
+//! control reserves, resize and rebind, dynamic keys and every queue policy
+//! under 2× overload.
 
 mod support;
 
@@ -1233,8 +1234,8 @@ fn rate_tokens_are_taken_only_by_admitted_work() {
 }
 
 /// A `RuntimeContext` harness never runs production memory discovery: its
-/// process budget is permissive (CONTRACTS 1.19), so tests sized for a large
-/// budget behave the same in a small container.
+/// process budget is permissive (`src/context.rs`, invariant 3), so tests
+/// sized for a large budget behave the same in a small container.
 #[tokio::test]
 async fn a_harness_process_budget_is_permissive() {
     let harness = support::harness("budget-harness");
@@ -1246,9 +1247,10 @@ async fn a_harness_process_budget_is_permissive() {
     assert_eq!(child.limit().capacity.bytes, 1 << 50);
 }
 
-/// Invariant 80: a waiting push is woken by a release anywhere in the
-/// tree, not only in its queue: here a sibling's permit holds the shared
-/// parent's only slot, and its release admits the waiting push at once.
+/// A waiting push (`src/resource_budget/queue/waiting.rs`) is woken by a
+/// release anywhere in the tree, not only in its queue: here a sibling's
+/// permit holds the shared parent's only slot, and its release admits the
+/// waiting push at once.
 ///
 /// ```text
 /// t=0   sibling holds the parent's slot; push_until(60 s) waits
@@ -1292,8 +1294,9 @@ async fn a_waiting_push_is_woken_by_a_release_anywhere_in_the_tree() {
     assert_eq!(queue.try_pop(), Some(7));
 }
 
-/// Invariant 80: a waiting push refused by a rate limit is refused at
-/// once (rate tokens are not capacity a release gives back).
+/// A waiting push refused by a rate limit is refused at once
+/// (`src/resource_budget/queue/waiting.rs`, invariant 4): rate tokens are
+/// not capacity a release gives back.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_push_is_refused_at_once_on_rate_exhaustion() {
     let tree = tree(10, 10_000);

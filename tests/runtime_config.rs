@@ -1,5 +1,5 @@
 //! RuntimeConfig profiles, blocking-lane policies and validation order
-//! (contract invariants 1-5).
+//! (`src/config.rs`, `src/blocking/policy.rs`).
 
 use std::time::Duration;
 
@@ -437,10 +437,10 @@ fn threads() -> usize {
         .count()
 }
 
-/// Invariant 1: `RuntimeOwner::plan` only validates. In a fresh process
-/// whose memory variable is unusable, planning succeeds and starts no
-/// thread; only `build` detects the memory limit (and refuses the variable,
-/// naming it).
+/// `src/owner.rs`, invariant 1: `RuntimeOwner::plan` only validates. In a
+/// fresh process whose memory variable is unusable, planning succeeds and
+/// starts no thread; only `build` detects the memory limit (and refuses the
+/// variable, naming it).
 #[cfg(target_os = "linux")]
 #[test]
 fn plan_starts_no_threads_and_detects_no_memory() {

@@ -1,5 +1,6 @@
-//! The `RuntimeContext` harness (CONTRACTS 1.19) and the lane accessors of
-//! contexts: `blocking(lane)` is the executor the named accessors return.
+//! The `RuntimeContext` harness (`src/context.rs`) and the lane accessors
+//! of contexts: `blocking(lane)` is the executor the named accessors
+//! return.
 
 mod support;
 

@@ -1,6 +1,7 @@
-//! Shared process-budget ownership (CONTRACTS invariant 85): every child
-//! context of one owner draws on the same `process` root, so a reservation
-//! by one component is visible to all and refuses the next at `process`.
+//! Shared process-budget ownership (`src/resources.rs`, invariant 1): every
+//! child context of one owner draws on the same `process` root, so a
+//! reservation by one component is visible to all and refuses the next at
+//! `process`.
 
 use rocketmq_runtime::{ManagedMemoryPolicy, ProcessMemoryLimit, RuntimeConfig, RuntimeOwner};
 

@@ -1,5 +1,6 @@
-//! ScheduledTaskGroup (invariants 44–52). Every test runs on paused Tokio
-//! time and draws the ticks it expects, in milliseconds from the start.
+//! ScheduledTaskGroup (`src/scheduled.rs` and `src/scheduled/`). Every test
+//! runs on paused Tokio time and draws the ticks it expects, in
+//! milliseconds from the start.
 
 mod support;
 

@@ -1,4 +1,5 @@
-//! ServiceLifecycle state machine (invariants 103–105) on paused time.
+//! ServiceLifecycle state machine (`src/service_lifecycle.rs`) on paused
+//! time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,7 @@
-//! ServiceManager / ServiceTask (invariant 108): state transitions, wakeups,
-//! restarts, and shutdown bounded by the earliest of the requested and the
-//! parent-installed deadline (30 s only when neither exists), on paused time.
+//! ServiceManager / ServiceTask (`src/task/service_task.rs`): state
+//! transitions, wakeups, restarts, and shutdown bounded by the earliest of
+//! the requested and the parent-installed deadline (30 s only when neither
+//! exists), on paused time.
 
 mod support;
 

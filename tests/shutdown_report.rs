@@ -269,8 +269,9 @@ fn deep_chain_clones_and_checks_health_on_a_small_stack() {
 
 /// A 100,000-deep report a user holds: cloned, checked, serialized and
 /// dropped on a 1 MiB thread stack. `to_json` writes the whole tree (the
-/// spec's rule: every level, no marker); the `Serialize` impl writes the
-/// first `SERIALIZED_DEPTH_LIMIT` levels and one marker counting the rest.
+/// rule of `src/shutdown_report.rs`, invariant 2: every level, no marker);
+/// the `Serialize` impl writes the first `SERIALIZED_DEPTH_LIMIT` levels
+/// and one marker counting the rest.
 #[test]
 fn a_100000_deep_report_is_safe_on_a_1_mib_stack() {
     const DEPTH: usize = 100_000;

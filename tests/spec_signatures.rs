@@ -1,7 +1,9 @@
-//! Code written against the spec's signatures compiles and behaves: each
-//! test uses one changed signature the way user code does (CONTRACTS 1.2,
-//! 1.3, 1.5, 1.9, 1.10, 1.11, 1.14, 1.15, 1.16, 1.17, 1.18, 1.19, and the
-//! `common` helpers).
+//! Code written against the public signatures compiles and behaves: each
+//! test uses one changed signature the way user code does (the modules
+//! `owner`, `service_context`, `task_group`, `blocking`, `resources`,
+//! `resource_budget`, `metadata_io`, `service_lifecycle`, `critical`,
+//! `shutdown_deadline`, `shutdown_report`, `diagnostics`, `context`, and
+//! the `common` helpers).
 
 mod support;
 
@@ -151,8 +153,9 @@ async fn spawn_critical_takes_the_state_by_value_and_a_clone_stays_usable() {
     ctx.shutdown_tasks(Duration::from_secs(1)).await;
 }
 
-/// The diagnostics surface of CONTRACTS 1.3, 1.5, 1.18 and 1.19, called
-/// with the types and field names user code writes.
+/// The diagnostics surface (`src/diagnostics.rs`) of the contexts, task
+/// groups and the `RuntimeContext` harness, called with the types and field
+/// names user code writes.
 #[test]
 fn diagnostics_signatures_of_the_spec() {
     use rocketmq_runtime::{
@@ -257,9 +260,10 @@ fn diagnostics_signatures_of_the_spec() {
     owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
-/// The metadata surface of CONTRACTS 1.2, 1.10, 1.14 and 1.15: a store that
-/// commits, observes, reads its confirmed generation and retires its
-/// target, written with the spec's types.
+/// The metadata surface (`src/metadata_io.rs`, its target registry, and the
+/// owner's `RuntimeResources`): a store that commits, observes, reads its
+/// confirmed generation and retires its target, written with the public
+/// types.
 #[test]
 fn metadata_signatures_of_the_spec() {
     use std::num::NonZeroUsize;
@@ -369,9 +373,9 @@ fn metadata_signatures_of_the_spec() {
     owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
-/// The drain lease of CONTRACTS 1.9: `try_drain_lease(ShutdownDeadline,
-/// NonZeroUsize)` and the lease's `spawn_io`, `spawn_io_until` and
-/// `remaining_operations`.
+/// The drain lease (`src/blocking/lease.rs`):
+/// `try_drain_lease(ShutdownDeadline, NonZeroUsize)` and the lease's
+/// `spawn_io`, `spawn_io_until` and `remaining_operations`.
 #[test]
 fn drain_lease_signatures_of_the_spec() {
     use std::num::NonZeroUsize;
@@ -397,7 +401,7 @@ fn drain_lease_signatures_of_the_spec() {
     owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
-/// The `common` helpers at the spec's paths
+/// The `common` helpers at their public paths
 /// (`rocketmq_runtime::common::{file_utils, time_utils, parse_config_file}`).
 #[test]
 fn common_helper_paths_of_the_spec() {
@@ -429,9 +433,9 @@ fn common_helper_paths_of_the_spec() {
         time_utils::parse_date_to_millis("20261202083005", time_utils::YYYYMMDDHHMMSS);
 }
 
-/// CONTRACTS 1.14: `MetadataIoCommitObservation::settled()` hands the outcome
-/// back by value (a caller keeps it past the observation), and
-/// `MetadataDurability` says what admission knew of a generation.
+/// `MetadataIoCommitObservation::settled()` hands the outcome back by value
+/// (a caller keeps it past the observation), and `MetadataDurability` says
+/// what admission knew of a generation.
 #[test]
 fn metadata_observation_settles_by_value_and_durability_is_named() {
     use rocketmq_runtime::{
@@ -477,7 +481,8 @@ fn metadata_observation_settles_by_value_and_durability_is_named() {
     assert!(report.is_healthy(), "{}", report.to_json());
 }
 
-/// CONTRACTS 1.12: a foreign permit's item and permit are public fields.
+/// A foreign permit's item and permit are public fields
+/// (`src/resource_budget/queue.rs`).
 #[test]
 fn a_foreign_permit_exposes_its_item_and_permit_as_fields() {
     use rocketmq_runtime::{BudgetedQueue, ForeignPermit};
@@ -499,9 +504,9 @@ fn a_foreign_permit_exposes_its_item_and_permit_as_fields() {
     );
 }
 
-/// CONTRACTS 1.1: the blocking-thread bounds are module-level constants (as
-/// well as associated ones), and `RuntimeContractViolation` is exhaustive:
-/// this `match` names every variant without a wildcard arm.
+/// The blocking-thread bounds are module-level constants of `src/config.rs`
+/// (as well as associated ones), and `RuntimeContractViolation` is
+/// exhaustive: this `match` names every variant without a wildcard arm.
 #[test]
 fn blocking_bounds_are_constants_and_violations_are_exhaustive() {
     use rocketmq_runtime::{

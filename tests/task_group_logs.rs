@@ -1,9 +1,9 @@
 //! What the task tree logs (its own binary: it installs the global
-//! recording subscriber). Invariant 17's logged clause: a poisoning is
-//! logged once, as an error naming the group's root-to-leaf path.
-//! Invariant 28's: of the closed groups handed to late `component` calls,
-//! only the first per owner is logged (a warning naming the parent and the
-//! component); the rest are only counted.
+//! recording subscriber), by the invariants of `src/task_group.rs`: a
+//! poisoning is logged once, as an error naming the group's root-to-leaf
+//! path (invariant 6); of the closed groups handed to late `component`
+//! calls, only the first per owner is logged (a warning naming the parent
+//! and the component); the rest are only counted (invariant 1).
 
 mod support;
 

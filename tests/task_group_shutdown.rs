@@ -517,11 +517,12 @@ fn a_4096_deep_chain_shut_down_and_dropped_on_a_1_mib_stack() {
     });
 }
 
-/// Invariant 20: a shutdown seals the whole accepted subtree before it
-/// cancels anything. A task of a leaf, woken by the cancellation, tries to
-/// register work in every group of the subtree (its own, its parent, a
-/// sibling subtree, the root of the shutdown) and to create children: every
-/// attempt is refused as `Closed`, so nothing joins after the seal.
+/// A shutdown seals the whole accepted subtree before it cancels anything
+/// (`src/task_group/shutdown.rs`, step 3). A task of a leaf, woken by the
+/// cancellation, tries to register work in every group of the subtree (its
+/// own, its parent, a sibling subtree, the root of the shutdown) and to
+/// create children: every attempt is refused as `Closed`, so nothing joins
+/// after the seal.
 #[tokio::test]
 async fn shutdown_seals_the_whole_subtree_before_it_cancels() {
     use rocketmq_runtime::RuntimeErrorKind;
@@ -565,9 +566,10 @@ async fn shutdown_seals_the_whole_subtree_before_it_cancels() {
     );
 }
 
-/// Invariant 19 to an outside observer: a thread sampling a group's state
-/// while it shuts down sees the states in shutdown order (never back),
-/// `Closed` and `ShutdownCompleted` only once the token is cancelled, and
+/// Phases only move forward (`src/task_group/gate.rs`, invariant 1), as an
+/// outside observer sees it: a thread sampling a group's state while it
+/// shuts down sees the states in shutdown order (never back), `Closed` and
+/// `ShutdownCompleted` only once the token is cancelled, and
 /// `ShutdownCompleted` as soon as the shutdown has returned. Repeated, so a
 /// late completion mark would be caught.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

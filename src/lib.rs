@@ -158,7 +158,8 @@ pub use service_lifecycle::{
 pub use shutdown_deadline::ShutdownDeadline;
 pub use shutdown_report::{
     BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
-    BlockingTaskState, ShutdownAnnotation, ShutdownReport, ShutdownReportDisplay, TaskSnapshot,
+    BlockingTaskState, ReleasedGroup, ShutdownAnnotation, ShutdownReport, ShutdownReportDisplay,
+    TaskFailure, TaskFailureKind, TaskSnapshot,
 };
 pub use task_group::TaskGroup;
 pub use task_identity::{

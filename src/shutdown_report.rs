@@ -27,15 +27,20 @@ use crate::shutdown_deadline::serialize_duration_ms;
 mod blocking;
 mod depth;
 mod json;
+mod released;
 mod summary;
 
 pub use blocking::{
     BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
     BlockingTaskState,
 };
+pub(crate) use released::{push_failure, ReleasedGroups};
+pub use released::{ReleasedGroup, TaskFailure, TaskFailureKind};
 pub use summary::ShutdownReportDisplay;
 
-use crate::task_identity::{TaskGroupId, TaskId, TaskKind, TaskName, TaskState};
+use crate::task_identity::{
+    TaskGroupEventCounts, TaskGroupId, TaskId, TaskKind, TaskName, TaskState,
+};
 
 /// Annotation added once by [`ShutdownReport::merge_blocking`] when merged
 /// blocking work may still be running.
@@ -192,6 +197,27 @@ pub struct ShutdownReport {
     /// [`with_reason`](Self::with_reason). Omitted from JSON when unset;
     /// never affects health.
     pub reason: Option<String>,
+    /// Failures this group absorbed without an error: its own poisoning and
+    /// the closed groups it handed to late `component` requests. Omitted
+    /// from JSON when zero.
+    pub events: TaskGroupEventCounts,
+    /// Up to [`TaskFailure::LIMIT`] of this group's failed tasks, by name
+    /// (its `failed` and `panicked` count them all). Omitted from JSON when
+    /// empty.
+    pub failures: Vec<TaskFailure>,
+    /// Failed tasks beyond those listed in `failures`. Omitted from JSON
+    /// when zero.
+    pub failures_omitted: usize,
+    /// The child groups that left the tree before this report was assembled
+    /// (their last handle dropped, their tasks settled), one entry per name
+    /// with their settled counters, events and named failures; a failure
+    /// among them makes the report unhealthy. At most
+    /// [`ReleasedGroup::LIMIT`] entries. Omitted from JSON when empty.
+    pub released: Vec<ReleasedGroup>,
+    /// Released groups summed into the [`ReleasedGroup::OTHER`] entry
+    /// (beyond [`ReleasedGroup::LIMIT`] names). Omitted from JSON when
+    /// zero.
+    pub released_omitted: usize,
 }
 
 impl ShutdownReport {
@@ -232,12 +258,18 @@ impl ShutdownReport {
             blocking_tasks: Vec::new(),
             annotations: Vec::new(),
             reason: None,
+            events: TaskGroupEventCounts::default(),
+            failures: Vec::new(),
+            failures_omitted: 0,
+            released: Vec::new(),
+            released_omitted: 0,
         }
     }
 
     /// Whether the whole tree is healthy: `leaked`, `failed`, `panicked`,
     /// `timed_out` and `blocking_still_running` are zero in this report and in
-    /// every descendant. `aborted` and `cancelled` do not matter.
+    /// every descendant, and no released group (`released`) counts a
+    /// failed, panicked or timed-out task. `aborted` and `cancelled` do not matter.
     ///
     /// Walks the tree iteratively.
     pub fn is_healthy(&self) -> bool {
@@ -334,6 +366,7 @@ impl ShutdownReport {
             && self.panicked == 0
             && self.timed_out == 0
             && self.blocking_still_running == 0
+            && self.released.iter().all(ReleasedGroup::is_healthy)
     }
 
     /// A copy of this node without its children (with room for them).
@@ -357,6 +390,11 @@ impl ShutdownReport {
             blocking_tasks: self.blocking_tasks.clone(),
             annotations: self.annotations.clone(),
             reason: self.reason.clone(),
+            events: self.events,
+            failures: self.failures.clone(),
+            failures_omitted: self.failures_omitted,
+            released: self.released.clone(),
+            released_omitted: self.released_omitted,
         }
     }
 }

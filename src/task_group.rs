@@ -50,6 +50,14 @@
 //!    counts as `cancelled`; a poisoning is counted tree-wide and logged
 //!    once per group; idle and settlement waiters are notified only while
 //!    someone watches (see `crate::wait`).
+//! 7. Evidence outlives its group: a child's `Drop` (its last handle gone,
+//!    its tasks settled) folds its counters, events, named failures and its
+//!    own released children into its parent's released groups, under the
+//!    parent's child-link lock and together with removing the link (see
+//!    `shutdown_report/released.rs`). A shutdown settling the parent waits
+//!    for children whose `Drop` is under way (their link expired, not yet
+//!    removed), so its report holds either the child's settlement or its
+//!    released evidence, never neither.
 
 mod completion;
 mod diagnostics;
@@ -213,6 +221,9 @@ pub(crate) struct GroupInner {
     settled: Notify,
     local: OnceLock<Arc<LocalSettlement>>,
     local_settled: Notify,
+    /// Notified when a child group unregistered (its evidence folded in):
+    /// a settling shutdown waits for children being dropped.
+    child_released: Notify,
     report: OnceLock<ShutdownReport>,
     /// The tree owner's root group (not a detached closed component, which
     /// has no parent either): its report carries the tree-wide evidence.
@@ -257,6 +268,7 @@ impl GroupInner {
             settle_watchers: AtomicUsize::new(0),
             local: OnceLock::new(),
             local_settled: Notify::new(),
+            child_released: Notify::new(),
             report: OnceLock::new(),
             tree_root: false,
         }
@@ -320,7 +332,12 @@ impl Drop for GroupInner {
         let Some(parent) = self.parent.take() else {
             return;
         };
-        parent.gate.unregister_child(self.id);
+        // Its tasks have settled (each holds the group): the evidence
+        // outlives the group in its parent (invariant 7).
+        parent
+            .gate
+            .unregister_child(self.id, &self.released_evidence());
+        parent.child_released.notify_waiters();
         release_ancestor(parent);
     }
 }
@@ -570,9 +587,7 @@ impl TaskGroup {
         let tree = &self.inner.tree;
         tree.closed_component_requests
             .fetch_add(1, Ordering::Relaxed);
-        if self.inner.gate.phase() != OPEN {
-            self.inner.gate.count_closed_component_request();
-        }
+        self.inner.gate.count_closed_component_request();
         if !tree.closed_component_logged.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 parent = %self.inner.path(),

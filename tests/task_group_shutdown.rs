@@ -646,3 +646,160 @@ async fn lifecycle_states_are_observed_in_shutdown_order() {
         assert!(report.is_healthy(), "{}", report.to_json());
     }
 }
+
+/// A 2-worker owner named `name`.
+fn small_owner(name: &'static str) -> rocketmq_runtime::RuntimeOwner {
+    rocketmq_runtime::RuntimeOwner::plan(rocketmq_runtime::RuntimeConfig::for_parallelism(name, 2))
+        .expect("valid")
+        .build()
+        .expect("owner")
+}
+
+/// Spawns a task named `task` into `group` that panics, and waits for its
+/// settlement.
+async fn panic_in(group: &rocketmq_runtime::TaskGroup, task: &'static str) {
+    let id = group
+        .spawn_service(task, async { panic!("injected failure") })
+        .expect("open");
+    assert!(
+        group.wait_task(id, Duration::from_secs(30)).await,
+        "the panicking task settles"
+    );
+}
+
+/// Evidence outlives its group: a component whose task panicked and whose
+/// handle the application dropped still makes the owner's report
+/// unhealthy, and the report names it in `released`.
+#[test]
+fn a_released_component_that_panicked_keeps_the_owner_report_unhealthy() {
+    let owner = small_owner("released");
+    let broker = owner.root_context().component("broker");
+    owner.block_on(async {
+        let storage = broker.component("storage");
+        panic_in(storage.task_group(), "flush").await;
+        drop(storage);
+        // The settled task lets go of its group on its worker just after
+        // the settlement `wait_task` saw (hang guard: 30 s).
+        let guard = std::time::Instant::now() + Duration::from_secs(30);
+        while broker.task_group().component_count() > 0 && std::time::Instant::now() < guard {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(broker.task_group().component_count(), 0, "storage is gone");
+    });
+    let report = owner.block_on(owner.shutdown_tasks());
+    drop(broker);
+    assert!(!report.is_healthy(), "{}", report.to_json());
+    let broker = &report.children[0];
+    let released = broker
+        .released
+        .iter()
+        .find(|entry| entry.name == "storage")
+        .unwrap_or_else(|| panic!("storage released: {}", report.to_json()));
+    assert_eq!((released.groups, released.panicked), (1, 1));
+    assert_eq!(released.events.poisoned_groups, 1);
+    assert_eq!(released.failures.len(), 1);
+    assert_eq!(released.failures[0].name.as_str(), "flush");
+    assert_eq!(
+        released.failures[0].failure,
+        rocketmq_runtime::TaskFailureKind::Panicked
+    );
+    let summary = report.summary();
+    assert!(summary.contains("released: storage"), "{summary}");
+    assert!(summary.contains("panicked: flush"), "{summary}");
+    assert!(report.to_json().contains("\"released\""));
+}
+
+/// A grandchild released into its parent, then the parent released into
+/// the root: the root's entry for the parent carries both, and a healthy
+/// release keeps the report healthy.
+#[tokio::test]
+async fn released_evidence_folds_up_and_healthy_releases_stay_healthy() {
+    let ctx = harness("fold");
+    let root = ctx.root_group().clone();
+    let parent = root.try_child("parent").expect("open");
+    let child = parent.try_child("child").expect("open");
+    panic_in(&child, "inner").await;
+    drop(child);
+    let quiet = root.try_child("quiet").expect("open");
+    let id = quiet.spawn_service("done", async {}).expect("open");
+    assert!(quiet.wait_task(id, Duration::from_secs(30)).await);
+    drop(quiet);
+    let sibling = root.try_child("quiet").expect("open");
+    drop(sibling);
+    drop(parent);
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(5))).await;
+    let entry = |name: &str| {
+        report
+            .released
+            .iter()
+            .find(|entry| entry.name == name)
+            .unwrap_or_else(|| panic!("{name} missing: {}", report.to_json()))
+    };
+    let parent = entry("parent");
+    assert_eq!((parent.groups, parent.panicked), (1, 1));
+    assert_eq!(parent.failures[0].name.as_str(), "inner");
+    let quiet = entry("quiet");
+    assert_eq!((quiet.groups, quiet.completed), (2, 1));
+    assert!(quiet.is_healthy());
+    assert!(!report.is_healthy());
+}
+
+/// Every released name gets an entry up to the limit; the rest are summed
+/// into one last entry, counted in `released_omitted`, and no counter is
+/// lost.
+#[tokio::test]
+async fn released_entries_are_bounded_without_losing_counters() {
+    let ctx = harness("bounded");
+    let root = ctx.root_group().clone();
+    let names = rocketmq_runtime::ReleasedGroup::LIMIT + 6;
+    for index in 0..names {
+        let child = root.try_child(format!("child-{index}")).expect("open");
+        if index + 1 == names {
+            panic_in(&child, "last").await;
+        }
+    }
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(5))).await;
+    assert_eq!(
+        report.released.len(),
+        rocketmq_runtime::ReleasedGroup::LIMIT
+    );
+    let other = report.released.last().expect("entries");
+    assert_eq!(other.name, rocketmq_runtime::ReleasedGroup::OTHER);
+    assert_eq!(report.released_omitted, 7);
+    assert_eq!(other.groups, 7);
+    assert_eq!(other.panicked, 1, "a counter beyond the limit still counts");
+    let groups: usize = report.released.iter().map(|entry| entry.groups).sum();
+    assert_eq!(groups, names);
+    assert!(!report.is_healthy());
+}
+
+/// A group's own report carries its poisoning and its failed tasks by
+/// name; a report without any keeps the JSON it had (no new keys).
+#[tokio::test]
+async fn a_group_report_names_its_failures_and_events() {
+    let ctx = harness("events");
+    let broker = ctx.service_context("broker");
+    panic_in(broker.task_group(), "handler").await;
+    let _closed = broker.component("late");
+    let report = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(5))).await;
+    let node = &report.children[0];
+    assert_eq!(node.events.poisoned_groups, 1, "{}", report.to_json());
+    assert_eq!(node.events.closed_component_requests, 1);
+    assert_eq!(node.failures.len(), 1);
+    assert_eq!(node.failures[0].name.as_str(), "handler");
+    assert_eq!(
+        report.events.poisoned_groups, 0,
+        "the root was not poisoned"
+    );
+
+    let healthy = ShutdownReport::new("clean", Duration::ZERO).to_json();
+    for key in [
+        "events",
+        "failures",
+        "failures_omitted",
+        "released",
+        "released_omitted",
+    ] {
+        assert!(!healthy.contains(&format!("\"{key}\"")), "{key}: {healthy}");
+    }
+}

@@ -22,8 +22,13 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use super::{depth, BlockingTaskSnapshot, ShutdownAnnotation, ShutdownReport, TaskSnapshot};
+use super::released::events_are_zero;
+use super::{
+    depth, BlockingTaskSnapshot, ReleasedGroup, ShutdownAnnotation, ShutdownReport, TaskFailure,
+    TaskSnapshot,
+};
 use crate::shutdown_deadline::serialize_duration_ms;
+use crate::task_identity::TaskGroupEventCounts;
 
 /// A node's fields before `children`.
 #[derive(Serialize)]
@@ -54,6 +59,16 @@ struct Tail<'a> {
     annotations: &'a [ShutdownAnnotation],
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "events_are_zero")]
+    events: TaskGroupEventCounts,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failures: &'a [TaskFailure],
+    #[serde(skip_serializing_if = "is_zero")]
+    failures_omitted: usize,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    released: &'a [ReleasedGroup],
+    #[serde(skip_serializing_if = "is_zero")]
+    released_omitted: usize,
 }
 
 /// `serde` skip test for counters omitted when zero.
@@ -87,6 +102,11 @@ impl ShutdownReport {
             blocking_tasks: &self.blocking_tasks,
             annotations: &self.annotations,
             reason: self.reason.as_deref(),
+            events: self.events,
+            failures: &self.failures,
+            failures_omitted: self.failures_omitted,
+            released: &self.released,
+            released_omitted: self.released_omitted,
         }
     }
 }

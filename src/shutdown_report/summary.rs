@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::ShutdownReport;
+use super::{ReleasedGroup, ShutdownReport, TaskFailureKind};
 
 /// The [`Display`](fmt::Display) wrapper of
 /// [`ShutdownReport::display`]: renders the report as
@@ -135,8 +135,83 @@ fn write_node(
             node.timed_out_tasks_omitted
         )?;
     }
+    for failure in &node.failures {
+        write!(
+            f,
+            "\n{indent}    {}: {} ({})",
+            failure_word(failure.failure),
+            failure.name,
+            failure.kind.as_str()
+        )?;
+    }
+    if node.failures_omitted > 0 {
+        write!(f, "\n{indent}    and {} more failed", node.failures_omitted)?;
+    }
+    if node.events.poisoned_groups > 0 {
+        write!(f, "\n{indent}    poisoned by a panicking task")?;
+    }
+    for released in &node.released {
+        write_released(f, &indent, released)?;
+    }
     for annotation in &node.annotations {
         write!(f, "\n{indent}    note: {}", annotation.message)?;
+    }
+    Ok(())
+}
+
+fn failure_word(failure: TaskFailureKind) -> &'static str {
+    match failure {
+        TaskFailureKind::Panicked => "panicked",
+        TaskFailureKind::Failed => "failed",
+    }
+}
+
+/// `released: name (n groups): counters [unhealthy]`, then its named
+/// failures.
+fn write_released(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    released: &ReleasedGroup,
+) -> fmt::Result {
+    write!(f, "\n{indent}    released: {}", released.name)?;
+    if released.groups != 1 {
+        write!(f, " ({} groups)", released.groups)?;
+    }
+    write!(f, ":")?;
+    let counters = [
+        ("completed", released.completed),
+        ("cancelled", released.cancelled),
+        ("aborted", released.aborted),
+        ("failed", released.failed),
+        ("panicked", released.panicked),
+        ("timed_out", released.timed_out),
+    ];
+    let mut any = false;
+    for (name, value) in counters.into_iter().filter(|(_, value)| *value > 0) {
+        write!(f, " {name}={value}")?;
+        any = true;
+    }
+    if !any {
+        write!(f, " nothing to report")?;
+    }
+    if !released.is_healthy() {
+        write!(f, " [unhealthy]")?;
+    }
+    for failure in &released.failures {
+        write!(
+            f,
+            "\n{indent}      {}: {} ({})",
+            failure_word(failure.failure),
+            failure.name,
+            failure.kind.as_str()
+        )?;
+    }
+    if released.failures_omitted > 0 {
+        write!(
+            f,
+            "\n{indent}      and {} more failed",
+            released.failures_omitted
+        )?;
     }
     Ok(())
 }

@@ -133,12 +133,19 @@
 //!     the shards, settlers apply at two pending entries, batches copy one
 //!     entry and every registration applies, so the models reach every
 //!     application path.
+//! 17. Failure evidence: applying the settlement of a task that panicked or
+//!     failed first copies its name and kind from its record into the
+//!     shard's failure list (at most [`TaskFailure::LIMIT`] per shard, the
+//!     rest counted), so the name survives the record; only a failure pays
+//!     for it. The child-link lock also guards the evidence released
+//!     children leave behind (`task_group.rs`, invariant 7).
 
 use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
 use crate::loom::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, Weak};
+use crate::shutdown_report::{push_failure, ReleasedGroup, ReleasedGroups, TaskFailure};
 #[cfg(all(test, not(loom)))]
 use crate::task_group::registry::seq_check;
 use crate::task_group::registry::{AbortTarget, OperationTag, SeqCheck, TaskTable, MAX_SLOTS};
@@ -192,6 +199,11 @@ pub(crate) struct GateSnapshot {
     pub(crate) counters: SettleCounters,
     pub(crate) live: usize,
     pub(crate) listed: Vec<ListedTask>,
+    /// The first [`TaskFailure::LIMIT`] failed tasks by name, shard by
+    /// shard.
+    pub(crate) failures: Vec<TaskFailure>,
+    /// Failed tasks beyond `failures`.
+    pub(crate) failures_omitted: usize,
 }
 
 /// Admission state + sharded task tables + child links of one group.
@@ -216,8 +228,13 @@ struct Children<C> {
     /// entries at the cost of the entries it takes, however many children
     /// came and went (see [`Gate::child_entries`]).
     links: BTreeMap<TaskGroupId, Weak<C>>,
-    /// `component(...)` answers with a closed group while shutting down.
+    /// `component(...)` requests this group answered with a closed group.
     closed_requests: u64,
+    /// The evidence of children that left (see
+    /// `shutdown_report/released.rs`): folded in under this lock by the
+    /// unregistration itself, so a reader that sees a link gone sees its
+    /// evidence.
+    released: ReleasedGroups,
 }
 
 /// Packs a shard-local slot and the shard index into a task's `slot`.
@@ -242,6 +259,8 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         next_local: 0,
                         table: TaskTable::new(),
                         counters: SettleCounters::default(),
+                        failures: Vec::new(),
+                        failures_omitted: 0,
                     }),
                 },
                 settle: SettleSide {
@@ -254,6 +273,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
             children: Mutex::new(Children {
                 links: BTreeMap::new(),
                 closed_requests: 0,
+                released: ReleasedGroups::default(),
             }),
         }
     }
@@ -324,8 +344,29 @@ impl<H: AbortTarget, C> Gate<H, C> {
         Ok(())
     }
 
-    pub(crate) fn unregister_child(&self, id: TaskGroupId) {
-        self.children.lock().links.remove(&id);
+    /// Removes a child link and folds the child's evidence into this
+    /// gate's released groups under the same lock (a child that was never
+    /// registered, refused at creation, folds nothing).
+    pub(crate) fn unregister_child(&self, id: TaskGroupId, evidence: &ReleasedGroup) {
+        let mut children = self.children.lock();
+        if children.links.remove(&id).is_some() {
+            children.released.fold(evidence);
+        }
+    }
+
+    /// The released children's evidence so far.
+    pub(crate) fn released(&self) -> ReleasedGroups {
+        self.children.lock().released.clone()
+    }
+
+    /// Whether a child link is expired: its group is being dropped and
+    /// has not yet folded its evidence in.
+    pub(crate) fn has_dropping_child(&self) -> bool {
+        let children = self.children.lock();
+        children
+            .links
+            .values()
+            .any(|child| child.strong_count() == 0)
     }
 
     /// The first `limit` child entries, oldest first, each with its group
@@ -558,6 +599,14 @@ impl<H: AbortTarget, C> Gate<H, C> {
             self.with_applied(shard, |state| {
                 snapshot.counters.add(&state.counters);
                 snapshot.live += state.table.len();
+                snapshot.failures_omitted += state.failures_omitted;
+                for failure in &state.failures {
+                    push_failure(
+                        &mut snapshot.failures,
+                        &mut snapshot.failures_omitted,
+                        failure.clone(),
+                    );
+                }
                 let room = limit.saturating_sub(snapshot.listed.len());
                 let listed = state.table.live().take(room);
                 snapshot

@@ -308,6 +308,16 @@ impl<H> TaskTable<H> {
             .is_some_and(|record| record.is_occupied_by(seq))
     }
 
+    /// The cold part of the live record a settlement ticket names (read
+    /// before [`remove`](Self::remove) when the task failed, so its name
+    /// stays in the evidence).
+    pub(crate) fn info(&self, slot: u32, check: SeqCheck) -> Option<&TaskInfo> {
+        self.hot(slot)
+            .filter(|record| record.is_occupied_by_check(check))?;
+        let (chunk, index) = split(slot);
+        self.chunks[chunk].cold[index].as_ref()
+    }
+
     /// Removes a settled task's record (see [`SeqCheck`]), touching only
     /// its hot part.
     pub(crate) fn remove(&mut self, slot: u32, check: SeqCheck) -> Option<Removed<H>> {

@@ -60,10 +60,10 @@ use tokio::time::Instant;
 
 use crate::loom::Arc;
 use crate::shutdown_deadline::ShutdownDeadline;
-use crate::shutdown_report::{ShutdownReport, TaskSnapshot};
+use crate::shutdown_report::{ReleasedGroup, ShutdownReport, TaskSnapshot};
 use crate::task_group::gate::{ListedTask, Stragglers, CLOSED, COMPLETED};
 use crate::task_group::{GroupInner, TaskGroup};
-use crate::task_identity::{TaskId, TaskState};
+use crate::task_identity::{TaskGroupEventCounts, TaskId, TaskState};
 use crate::wait::{notified, wait_for, Expiry, Watch};
 
 /// How many times a drain yields to let aborted futures be destroyed after
@@ -171,8 +171,14 @@ impl GroupInner {
         stragglers
     }
 
-    /// Waits until every live child has its local settlement.
+    /// Waits until every live child has its local settlement and every
+    /// child being dropped has folded its evidence in (`task_group.rs`,
+    /// invariant 7: a `Drop` never waits, so this wait is short).
     async fn await_children_settled(&self) {
+        notified(&self.child_released, || {
+            (!self.gate.has_dropping_child()).then_some(())
+        })
+        .await;
         for child in self.gate.live_children() {
             notified(&child.local_settled, || child.local.get().map(drop)).await;
         }
@@ -257,7 +263,48 @@ impl GroupInner {
                 "{closed_component_requests} component requests after admission closed received closed groups"
             ));
         }
+        report.events = self.events();
+        report.failures = snapshot.failures;
+        report.failures_omitted = snapshot.failures_omitted;
+        let released = self.gate.released();
+        report.released = released.entries;
+        report.released_omitted = released.omitted;
         report
+    }
+
+    /// This group's own events: its poisoning and the closed groups it
+    /// handed to `component` requests.
+    fn events(&self) -> TaskGroupEventCounts {
+        TaskGroupEventCounts {
+            poisoned_groups: u64::from(self.gate.is_poisoned()),
+            closed_component_requests: self.gate.closed_component_requests(),
+        }
+    }
+
+    /// What this group leaves in its parent when it is dropped
+    /// (`task_group.rs`, invariant 7): its settled counters, events, named
+    /// failures, and its own released children summed in.
+    pub(super) fn released_evidence(&self) -> ReleasedGroup {
+        let snapshot = self.gate.snapshot(0);
+        let counters = snapshot.counters;
+        let mut evidence = self.gate.released().total();
+        let own = ReleasedGroup {
+            name: self.name.to_string(),
+            groups: 1,
+            completed: counters.completed,
+            cancelled: counters.cancelled,
+            aborted: counters.aborted,
+            failed: counters.failed,
+            panicked: counters.panicked,
+            timed_out: counters.deadline_aborted_settled,
+            events: self.events(),
+            failures: snapshot.failures,
+            failures_omitted: snapshot.failures_omitted,
+        };
+        // Its own failures first, then its descendants'.
+        let descendants = std::mem::replace(&mut evidence, own);
+        evidence.absorb(&descendants);
+        evidence
     }
 }
 

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use super::SHARDS;
 use crate::loom::{AtomicU64, Mutex, Ordering};
+use crate::shutdown_report::{push_failure, TaskFailure, TaskFailureKind};
 use crate::task_group::registry::{Removed, SeqCheck, TaskTable};
 use crate::task_identity::TaskEnd;
 
@@ -161,6 +162,12 @@ pub(super) struct ShardState<H> {
     pub(super) next_local: u64,
     pub(super) table: TaskTable<H>,
     pub(super) counters: SettleCounters,
+    /// The first [`TaskFailure::LIMIT`] tasks of this shard that panicked
+    /// or failed, by name (read from their records as their settlements
+    /// are applied; only a failure pays for it).
+    pub(super) failures: Vec<TaskFailure>,
+    /// Failed tasks of this shard beyond `failures`.
+    pub(super) failures_omitted: usize,
 }
 
 impl<H> Shard<H> {
@@ -220,6 +227,14 @@ impl<H> ShardState<H> {
 
     /// Removes one settled task's record and counts its result.
     pub(super) fn apply(&mut self, settled: PendingSettle, graveyard: &mut Graveyard<H>) {
+        let failure = match settled.result {
+            TaskEnd::Panicked => Some(TaskFailureKind::Panicked),
+            TaskEnd::Failed => Some(TaskFailureKind::Failed),
+            _ => None,
+        };
+        if let Some(failure) = failure {
+            self.record_failure(settled, failure);
+        }
         let Some(removed) = self.table.remove(settled.local, settled.check) else {
             debug_assert!(false, "a pending settlement's record is missing");
             return;
@@ -242,6 +257,25 @@ impl<H> ShardState<H> {
         }
         if removed.holds_something() {
             graveyard.push(removed);
+        }
+    }
+}
+
+impl<H> ShardState<H> {
+    /// Keeps the name of a task that panicked or failed (before its
+    /// record is removed), bounded by [`TaskFailure::LIMIT`].
+    fn record_failure(&mut self, settled: PendingSettle, failure: TaskFailureKind) {
+        if self.failures.len() >= TaskFailure::LIMIT {
+            self.failures_omitted += 1;
+            return;
+        }
+        if let Some(info) = self.table.info(settled.local, settled.check) {
+            let failure = TaskFailure {
+                name: info.name.clone(),
+                kind: info.kind,
+                failure,
+            };
+            push_failure(&mut self.failures, &mut self.failures_omitted, failure);
         }
     }
 }

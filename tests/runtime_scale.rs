@@ -186,13 +186,10 @@ fn nested_scopes_and_dynamic_keys_churn_without_growth() {
     assert_eq!(snapshot.current_count, 0);
     // A settled task's Tokio cell lets go of its group just after the
     // settlement that ended the shutdown: the links leave within moments,
-    // not necessarily before `shutdown` returned (hang guard: 30 s).
-    let guard = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while tenants.task_group().component_count() != children_at_start
-        && std::time::Instant::now() < guard
-    {
-        std::thread::yield_now();
-    }
+    // not necessarily before `shutdown` returned.
+    support::spin_until("the scopes leave", || {
+        tenants.task_group().component_count() == children_at_start
+    });
     assert_eq!(
         tenants.task_group().component_count(),
         children_at_start,

@@ -18,6 +18,21 @@ pub async fn guard<F: std::future::Future>(what: &str, future: F) -> F::Output {
     }
 }
 
+/// Re-checks `done` (yielding the thread in between) until it holds;
+/// panics after 30 s (a hang guard). For state another thread changes just
+/// after an event the test observed (a settled task's Tokio cell lets go
+/// of its group on its worker), never to let time pass.
+pub fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
+    let guard = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < guard,
+            "hang guard expired: {what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Sum of a counter over the whole report tree.
 pub fn tree_sum(report: &ShutdownReport, field: fn(&ShutdownReport) -> usize) -> usize {
     let mut total = 0;

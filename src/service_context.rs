@@ -308,6 +308,22 @@ impl RootServiceContext {
     pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<ChildServiceContext> {
         ChildServiceContext::try_from_parent(&self.group, &self.shared, scope.into())
     }
+
+    /// Creates a component that stops after `after` (components of this
+    /// root); see [`ChildServiceContext::component_after`].
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeContractPolicy::StopOrderAmongSiblings`] when a context in
+    /// `after` is not a component of this root.
+    #[track_caller]
+    pub fn component_after(
+        &self,
+        scope: impl Into<ScopeId>,
+        after: &[&ChildServiceContext],
+    ) -> Result<ChildServiceContext, RuntimeContractViolation> {
+        ChildServiceContext::after_siblings(&self.group, &self.shared, scope.into(), after)
+    }
 }
 
 /// A component's capabilities: its task group and what the owner shares.
@@ -356,6 +372,21 @@ impl ChildServiceContext {
         })
     }
 
+    #[track_caller]
+    fn after_siblings(
+        parent: &TaskGroup,
+        shared: &Arc<ContextShared>,
+        scope: ScopeId,
+        after: &[&ChildServiceContext],
+    ) -> Result<Self, RuntimeContractViolation> {
+        let after: Vec<&TaskGroup> = after.iter().map(|context| &context.group).collect();
+        Ok(Self {
+            group: parent.component_after(scope.0, &after)?,
+            shared: Arc::clone(shared),
+            lanes: ScopedLanes::default(),
+        })
+    }
+
     /// The component's name.
     pub fn name(&self) -> &str {
         self.group.name()
@@ -396,6 +427,57 @@ impl ChildServiceContext {
     #[track_caller]
     pub fn try_component(&self, scope: impl Into<ScopeId>) -> RuntimeResult<Self> {
         Self::try_from_parent(&self.group, &self.shared, scope.into())
+    }
+
+    /// Creates a child component that stops after `after`, other
+    /// components of this context: the drain order of a shutdown.
+    ///
+    /// A shutdown of this context or of any ancestor first seals, cancels
+    /// and drains `after` (and the rest of the tree) while the new
+    /// component stays open: its tasks keep running, its blocking lanes
+    /// keep admitting work and spawns into it are accepted, so it can take
+    /// and finish what `after` hands it while draining. Once every
+    /// component of `after` has settled, or the shutdown's deadline has
+    /// passed, the new component is shut down like any other, within the
+    /// same deadline (there is no per-phase timeout). From then until its
+    /// tasks have settled its lanes still admit their work, bounded by the
+    /// deadline. At the deadline whatever still runs is aborted and
+    /// reported as timed out.
+    ///
+    /// The component runs one task of its own, `stop-order` (kind
+    /// [`TaskKind::Shutdown`](crate::TaskKind::Shutdown)), which carries a
+    /// plain [`cancel`](TaskGroup::cancel) of this context over at once
+    /// (its token is not a child of this context's) and takes its turn
+    /// even if the shutdown future is dropped; it is counted in the
+    /// component's report. `shutdown_now` does not order.
+    ///
+    /// If this context no longer admits children, this returns a closed
+    /// context, as [`component`](Self::component) does.
+    ///
+    /// ```
+    /// # use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("doc", 2))?.build()?;
+    /// let broker = owner.root_context().component("broker");
+    /// let requests = broker.component("requests");
+    /// let writer = broker.component_after("writer", &[&requests])?;
+    /// assert_eq!(writer.task_group().parent_id(), Some(broker.task_group().id()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeContractPolicy::StopOrderAmongSiblings`] when a context in
+    /// `after` is not a component of this context (a closed context is
+    /// accepted: it has settled).
+    #[track_caller]
+    pub fn component_after(
+        &self,
+        scope: impl Into<ScopeId>,
+        after: &[&ChildServiceContext],
+    ) -> Result<Self, RuntimeContractViolation> {
+        Self::after_siblings(&self.group, &self.shared, scope.into(), after)
     }
 
     /// The owner's resources: the process budget, the memory limit and

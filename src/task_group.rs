@@ -64,6 +64,7 @@ mod diagnostics;
 mod gate;
 mod registry;
 mod shutdown;
+mod stop_order;
 mod submission;
 
 #[cfg(loom)]
@@ -87,7 +88,7 @@ pub(crate) use diagnostics::{DetailWalk, ExaminedTask, TaskTally};
 #[cfg(loom)]
 pub(crate) use registry::AbortTarget;
 
-use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
+use crate::error::{RuntimeError, RuntimeErrorContext, RuntimeOperation, RuntimeResult};
 use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, Weak};
 use crate::shutdown_report::{BlockingExecutorSnapshot, ShutdownReport};
 use crate::task_identity::{
@@ -228,6 +229,12 @@ pub(crate) struct GroupInner {
     /// The tree owner's root group (not a detached closed component, which
     /// has no parent either): its report carries the tree-wide evidence.
     tree_root: bool,
+    /// The siblings this group stops after (see `stop_order.rs`); empty for
+    /// a plain group.
+    stop_after: Box<[Weak<GroupInner>]>,
+    /// In an ordered group's subtree: its blocking lanes serve its running
+    /// tasks from its seal until its local settlement (see `stop_order.rs`).
+    finishes: bool,
 }
 
 impl fmt::Debug for GroupInner {
@@ -271,6 +278,8 @@ impl GroupInner {
             child_released: Notify::new(),
             report: OnceLock::new(),
             tree_root: false,
+            stop_after: Box::default(),
+            finishes: false,
         }
     }
 
@@ -538,14 +547,23 @@ impl TaskGroup {
     /// `CreateTaskGroupChild`).
     #[track_caller]
     pub fn try_child(&self, name: impl Into<Arc<str>>) -> RuntimeResult<TaskGroup> {
-        let child = Arc::new(GroupInner::new(
+        let mut child = GroupInner::new(
             name.into(),
             Some(Arc::clone(&self.inner)),
             Arc::clone(&self.inner.tree),
             self.inner.token.child_token(),
             OPEN,
             self.inner.deadline(),
-        ));
+        );
+        child.finishes = self.inner.finishes;
+        self.register(child, RuntimeOperation::CreateTaskGroupChild)
+    }
+
+    /// Registers `child` (created with this group as its parent) under this
+    /// group's child-link lock (invariant 4).
+    #[track_caller]
+    fn register(&self, child: GroupInner, operation: RuntimeOperation) -> RuntimeResult<TaskGroup> {
+        let child = Arc::new(child);
         let registered = self
             .inner
             .gate
@@ -563,10 +581,7 @@ impl TaskGroup {
             Err(refusal) => {
                 // Dropped after the gate is released; its unregister is a no-op.
                 drop(child);
-                Err(refusal_error(
-                    refusal,
-                    RuntimeOperation::CreateTaskGroupChild,
-                ))
+                Err(self.refusal_error(refusal, operation))
             }
         }
     }
@@ -617,12 +632,29 @@ impl TaskGroup {
     }
 }
 
-/// Maps a gate refusal to the operational error of `operation`.
-#[track_caller]
-pub(crate) fn refusal_error(refusal: Refusal, operation: RuntimeOperation) -> RuntimeError {
-    match refusal {
-        Refusal::Closed => RuntimeError::closed(operation),
-        Refusal::Poisoned => RuntimeError::poisoned(operation),
-        Refusal::Full => RuntimeError::capacity(operation),
+impl TaskGroup {
+    /// The context naming this group in an error: its path from the
+    /// tree's root, and `lane` when a blocking lane refused.
+    pub(crate) fn scope_context(&self, lane: Option<&'static str>) -> RuntimeErrorContext {
+        RuntimeErrorContext::Scope {
+            path: self.inner.path(),
+            lane,
+        }
+    }
+
+    /// Maps a gate refusal to the operational error of `operation`, naming
+    /// this group.
+    #[track_caller]
+    pub(crate) fn refusal_error(
+        &self,
+        refusal: Refusal,
+        operation: RuntimeOperation,
+    ) -> RuntimeError {
+        let error = match refusal {
+            Refusal::Closed => RuntimeError::closed(operation),
+            Refusal::Poisoned => RuntimeError::poisoned(operation),
+            Refusal::Full => RuntimeError::capacity(operation),
+        };
+        error.with_context(self.scope_context(None))
     }
 }

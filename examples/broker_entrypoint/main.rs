@@ -58,9 +58,9 @@ use rocketmq_runtime::{
     MetadataIoAdmissionOutcome, MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome,
     MetadataIoConfig, OperationContext, OperationWaitOutcome, OperationWaitPolicy,
     RootServiceContext, RuntimeComponent, RuntimeDiagnosticsInputs,
-    RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorKind, RuntimeOperation,
-    ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState, ShutdownAnnotation,
-    ShutdownReason, ShutdownRequest, ENVIRONMENT_VARIABLES,
+    RuntimeDiagnosticsViewOptionsV2, RuntimeError, RuntimeErrorContext, RuntimeErrorKind,
+    RuntimeOperation, ScheduledTaskGroup, ServiceLifecycle, ServiceLifecycleState,
+    ShutdownAnnotation, ShutdownReason, ShutdownRequest, ENVIRONMENT_VARIABLES,
 };
 
 /// One line on stderr. A closed or full stderr is ignored: the broker still
@@ -105,8 +105,10 @@ const EXIT_USAGE: u8 = 2;
 /// One line for an operator: the error, its typed detail and its causes.
 fn explain(error: &RuntimeError) -> String {
     let mut line = error.to_string();
-    if let Some(context) = error.context() {
-        line.push_str(&format!(": {context}"));
+    match error.context() {
+        // `Display` already names the scope that refused.
+        Some(RuntimeErrorContext::Scope { .. }) | None => {}
+        Some(context) => line.push_str(&format!(": {context}")),
     }
     for source in error.diagnostic_view().sources {
         line.push_str(&format!(": {source}"));

@@ -163,9 +163,9 @@ impl BlockingExecutor {
     ) -> RuntimeResult<BlockingDrainLease> {
         let inner = &*self.inner;
         if !inner.admits() {
-            return Err(RuntimeError::closed(
+            return Err(inner.refusal(RuntimeError::closed(
                 RuntimeOperation::BlockingQueueAdmission,
-            ));
+            )));
         }
         let deadline = match inner.scope.shutdown_deadline() {
             Some(scope) => deadline.earliest(scope),

@@ -2,15 +2,20 @@
 //! the runtime its closures run on, and the scope that admits its work (the
 //! owning group, and for an isolated executor its own stop switch).
 //!
-//! Ordinary work is admitted while the scope is open and not cancelled;
-//! a drain lease's work (pre-accepted finalization) only needs an isolated
-//! executor not to be stopped, since its deadline bounds it instead.
+//! Ordinary work is admitted while the scope is open and not cancelled, or,
+//! in an ordered component's subtree, from its seal until its tasks have
+//! settled (they finish what the components it stops after handed it; see
+//! `task_group/stop_order.rs`, invariant 5); a drain lease's work
+//! (pre-accepted finalization) only needs an isolated executor not to be
+//! stopped, since its deadline bounds it instead. Every wait is bounded by
+//! the scope's installed shutdown deadline.
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::table::BlockingTable;
 use crate::blocking::BlockingPoolPolicy;
+use crate::error::RuntimeError;
 use crate::loom::Arc;
 use crate::task_group::TaskGroup;
 use crate::task_identity::TaskGroupLifecycleState;
@@ -42,12 +47,13 @@ pub(super) struct ExecutorInner {
 }
 
 impl ExecutorInner {
-    /// Whether new work is admitted: the scope is open and not cancelled,
-    /// and an isolated executor was not stopped.
+    /// Whether new work is admitted: the scope is open and not cancelled
+    /// (or an ordered scope is finishing), and an isolated executor was not
+    /// stopped.
     pub(super) fn admits(&self) -> bool {
-        self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
-            && !self.scope.cancellation_token().is_cancelled()
-            && self.admits_finalization()
+        let open = self.scope.lifecycle_state() == TaskGroupLifecycleState::Open
+            && !self.scope.cancellation_token().is_cancelled();
+        (open || self.scope.finishing()) && self.admits_finalization()
     }
 
     /// Whether work of a drain lease (accepted while the scope was open) is
@@ -58,6 +64,11 @@ impl ExecutorInner {
             .isolated
             .as_ref()
             .is_some_and(|isolated| isolated.stopped.is_cancelled())
+    }
+
+    /// `error` naming the scope and lane that refused a submission.
+    pub(super) fn refusal(&self, error: RuntimeError) -> RuntimeError {
+        error.with_context(self.scope.scope_context(Some(self.table.lane().as_str())))
     }
 
     /// Whether `mode`'s work is admitted now.
@@ -79,15 +90,23 @@ impl ExecutorInner {
 
     /// Resolves when new work is no longer admitted.
     pub(super) async fn closed(&self) {
-        let scope = self.scope.cancellation_token();
+        let token = self.scope.cancellation_token();
+        // A finishing scope is sealed before its token is cancelled, so a
+        // waiter woken by the cancellation sees it finishing.
+        let scope = async {
+            token.cancelled().await;
+            if self.scope.finishing() {
+                self.scope.settled_locally().await;
+            }
+        };
         match &self.isolated {
             Some(isolated) => {
                 tokio::select! {
-                    () = scope.cancelled() => {}
+                    () = scope => {}
                     () = isolated.stopped.cancelled() => {}
                 }
             }
-            None => scope.cancelled().await,
+            None => scope.await,
         }
     }
 }

@@ -167,9 +167,9 @@ impl BlockingExecutor {
         }
         if !self.inner.admits_mode(mode) {
             table.reject();
-            return Err(RuntimeError::closed(
+            return Err(self.inner.refusal(RuntimeError::closed(
                 RuntimeOperation::BlockingQueueAdmission,
-            ));
+            )));
         }
         Ok(())
     }
@@ -227,16 +227,16 @@ impl BlockingExecutor {
             Admission::Running(permit) => Ok(permit),
             Admission::QueueFull => {
                 table.reject();
-                Err(RuntimeError::capacity(
+                Err(inner.refusal(RuntimeError::capacity(
                     RuntimeOperation::BlockingQueueAdmission,
-                ))
+                )))
             }
             Admission::Queued(mut queued) => {
                 let permit = tokio::select! {
                     biased;
                     () = inner.closed_for(mode) => {
                         table.reject();
-                        return Err(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission));
+                        return Err(inner.refusal(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission)));
                     }
                     () = tokio::time::sleep_until(queue_deadline.tokio_instant()) => {
                         return Err(RuntimeError::timed_out(RuntimeOperation::BlockingQueueAdmission));
@@ -319,9 +319,9 @@ impl BlockingExecutor {
             Ok(Ok(Err(NotStarted::Closed))) => {
                 abandoned.armed = false;
                 table.reject();
-                Err(RuntimeError::closed(
+                Err(self.inner.refusal(RuntimeError::closed(
                     RuntimeOperation::BlockingQueueAdmission,
-                ))
+                )))
             }
             Ok(Ok(Err(NotStarted::Expired))) => {
                 abandoned.armed = false;
@@ -376,7 +376,7 @@ impl BlockingExecutor {
                 biased;
                 () = inner.closed_for(Admit::Finalization) => {
                     table.reject();
-                    return Err(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission));
+                    return Err(inner.refusal(RuntimeError::closed(RuntimeOperation::BlockingQueueAdmission)));
                 }
                 () = tokio::time::sleep_until(queue_deadline.tokio_instant()) => {
                     return Err(RuntimeError::timed_out(RuntimeOperation::BlockingQueueAdmission));

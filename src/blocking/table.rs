@@ -89,6 +89,11 @@ impl BlockingTable {
         self.lane_index
     }
 
+    /// The lane this table's work runs on.
+    pub(crate) fn lane(&self) -> BlockingLane {
+        self.lane
+    }
+
     /// Counts a refused submission.
     pub(crate) fn reject(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);

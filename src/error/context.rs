@@ -34,6 +34,18 @@ pub enum RuntimeErrorContext {
         /// How many entries it holds at most.
         capacity: usize,
     },
+    /// The scope that refused an admission (a task, a child, blocking
+    /// work): its path of group names from the owner's root, and the
+    /// blocking lane when the refusal was a lane's. Names the program
+    /// chose, so the error's `Display` names them too.
+    Scope {
+        /// Group names from the owner's root, joined by `/`
+        /// (`broker/writer`).
+        path: String,
+        /// The blocking lane's label (`storage-io`, ...), or `isolated`
+        /// for an isolated executor; `None` for a task or child admission.
+        lane: Option<&'static str>,
+    },
 }
 
 impl fmt::Display for RuntimeErrorContext {
@@ -42,6 +54,13 @@ impl fmt::Display for RuntimeErrorContext {
             Self::Environment(violation) => violation.fmt(f),
             Self::Address(address) => write!(f, "address {address}"),
             Self::Capacity { limit, capacity } => write!(f, "{limit} full at capacity {capacity}"),
+            Self::Scope { path, lane } => {
+                write!(f, "scope {path}")?;
+                match lane {
+                    Some(lane) => write!(f, ", lane {lane}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -77,6 +77,9 @@ pub enum RuntimeContractPolicy {
     /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a positive whole number
     /// of bytes.
     ProcessMemoryLimitPositive,
+    /// A component stops after siblings: every context passed to
+    /// `component_after` must be a component of the same context.
+    StopOrderAmongSiblings,
 }
 
 impl RuntimeContractPolicy {
@@ -119,6 +122,7 @@ impl RuntimeContractPolicy {
             Self::DrainMethodsIncludePost => "drain-methods-include-post",
             Self::HealthMetricsSwitch => "health-metrics-switch",
             Self::ProcessMemoryLimitPositive => "process-memory-limit-positive",
+            Self::StopOrderAmongSiblings => "stop-order-among-siblings",
         }
     }
 
@@ -159,6 +163,7 @@ impl RuntimeContractPolicy {
             Self::DrainMethodsIncludePost => "ServiceLifecycleConfig::drain_request_methods",
             Self::HealthMetricsSwitch => "ServiceLifecycle::with_metrics",
             Self::ProcessMemoryLimitPositive => "ProcessMemoryLimit::detect",
+            Self::StopOrderAmongSiblings => "component_after(scope, after)",
         }
     }
 
@@ -206,6 +211,9 @@ impl RuntimeContractPolicy {
             Self::HealthMetricsSwitch => "0 (no /metrics) or 1 (serve /metrics)",
             Self::ProcessMemoryLimitPositive => {
                 "a positive whole number of bytes"
+            }
+            Self::StopOrderAmongSiblings => {
+                "components of the context component_after is called on"
             }
         }
     }

@@ -25,8 +25,11 @@ type SharedSource = Arc<dyn Error + Send + Sync + 'static>;
 /// [`location`](Self::location) are for logs, metrics and alerting.
 ///
 /// * `Display` is a fixed catalog message naming the kind and the operation
-///   label; it never includes the text of the underlying cause, so it is safe
-///   to return to a remote caller.
+///   label, followed, for a refused admission, by the scope and lane that
+///   refused it (`runtime scope is closed during blocking-queue-admission
+///   (Closed): scope broker/writer, lane storage-io`): names the program
+///   chose. It never includes the text of the underlying cause or a value
+///   a caller supplied.
 /// * `Debug` shows the code, condition, kind, operation, component and
 ///   whether a source exists, again without the source text.
 /// * [`Error::source`] returns the underlying cause, if any.
@@ -302,7 +305,11 @@ impl fmt::Display for RuntimeError {
             self.kind.message(),
             self.operation,
             self.kind
-        )
+        )?;
+        match self.context() {
+            Some(scope @ RuntimeErrorContext::Scope { .. }) => write!(f, ": {scope}"),
+            _ => Ok(()),
+        }
     }
 }
 

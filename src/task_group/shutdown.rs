@@ -308,17 +308,34 @@ impl GroupInner {
     }
 }
 
-/// Seals the accepted subtree of `root`; returns it in pre-order (every
-/// parent before its children), retaining each group until the report is
-/// built.
-fn seal_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
-    let mut sealed = Vec::new();
+/// A subtree closed by [`close_subtree`].
+struct Closed {
+    /// Sealed, cancelled and closed, in pre-order (every parent before its
+    /// children); retained until the report is built.
+    sealed: Vec<Arc<GroupInner>>,
+    /// Ordered children left open for their turn (`stop_order.rs`).
+    deferred: Vec<Arc<GroupInner>>,
+}
+
+/// Seals the accepted subtree of `root`, leaving ordered children (and
+/// their subtrees) open when `defer_ordered` (see `stop_order.rs`).
+fn seal_subtree(root: &Arc<GroupInner>, defer_ordered: bool) -> Closed {
+    let mut closed = Closed {
+        sealed: Vec::new(),
+        deferred: Vec::new(),
+    };
     let mut stack = vec![Arc::clone(root)];
     while let Some(group) = stack.pop() {
-        stack.extend(group.gate.seal());
-        sealed.push(group);
+        for child in group.gate.seal() {
+            if defer_ordered && child.is_ordered() {
+                closed.deferred.push(child);
+            } else {
+                stack.push(child);
+            }
+        }
+        closed.sealed.push(group);
     }
-    sealed
+    closed
 }
 
 /// Builds the nested report from cached settlements without recursion.
@@ -344,11 +361,30 @@ fn build_report(root: &Arc<LocalSettlement>) -> ShutdownReport {
     }
 }
 
-/// Seals, cancels and closes the subtree of `root` (steps 3 of the module
-/// docs). Returns the sealed groups in pre-order.
-fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
-    let sealed = seal_subtree(root);
-    for group in &sealed {
+/// Closes the deferred groups of a shutdown whose future is dropped before
+/// their turns were taken (`stop_order.rs`, invariant 3): the dropped
+/// shutdown leaves its whole subtree sealed and cancelled.
+struct DeferredGuard<'a> {
+    groups: &'a [Arc<GroupInner>],
+    /// False once every turn was taken.
+    armed: bool,
+}
+
+impl Drop for DeferredGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            for group in self.groups {
+                close_subtree(group, false);
+            }
+        }
+    }
+}
+
+/// Seals, cancels and closes the subtree of `root` (step 3 of the module
+/// docs), deferring ordered children when `defer_ordered`.
+fn close_subtree(root: &Arc<GroupInner>, defer_ordered: bool) -> Closed {
+    let closed = seal_subtree(root, defer_ordered);
+    for group in &closed.sealed {
         if let Some(parent) = &group.parent {
             if let Some(deadline) = parent.deadline() {
                 group.tighten(deadline);
@@ -356,10 +392,15 @@ fn close_subtree(root: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
         }
     }
     root.token.cancel();
-    for group in &sealed {
+    // An ordered group's token is its own: cancelled with its subtree
+    // (only when not deferred).
+    for group in closed.sealed.iter().filter(|group| group.is_ordered()) {
+        group.token.cancel();
+    }
+    for group in &closed.sealed {
         group.gate.advance(CLOSED);
     }
-    sealed
+    closed
 }
 
 /// Caches (or returns) the report of `root`, whose subtree is settled.
@@ -412,13 +453,28 @@ impl TaskGroup {
                 return report.clone();
             }
             let started = Instant::now();
-            let sealed = close_subtree(root);
-            futures::future::join_all(sealed.iter().map(|group| async move {
+            let closed = close_subtree(root, true);
+            let drains = futures::future::join_all(closed.sealed.iter().map(|group| async move {
                 let stragglers = group.drain_local().await;
                 group.await_children_settled().await;
                 group.settle_local(started.elapsed(), stragglers);
-            }))
-            .await;
+            }));
+            // Ordered groups shut down at their turn, within the same
+            // deadline; their parents' drains wait for them. Dropped before
+            // every turn was taken, the guard closes them at once.
+            let mut deferred = DeferredGuard {
+                groups: &closed.deferred,
+                armed: true,
+            };
+            let turns = futures::future::join_all(closed.deferred.iter().map(|group| async move {
+                group.await_turn().await;
+                let group = TaskGroup {
+                    inner: Arc::clone(group),
+                };
+                group.shutdown_until(deadline).await;
+            }));
+            futures::future::join(drains, turns).await;
+            deferred.armed = false;
             if root.tree_root && root.report.get().is_none() {
                 // The tree's blocking closures are evidence only if they
                 // outlive the deadline, not if they were exiting.
@@ -442,7 +498,7 @@ impl TaskGroup {
             return report.clone();
         }
         let started = Instant::now();
-        let sealed = close_subtree(root);
+        let sealed = close_subtree(root, false).sealed;
         for group in &sealed {
             if group.local.get().is_none() {
                 group.gate.abort_matching(false, None);

@@ -44,7 +44,7 @@ use crate::task_group::completion::{
     Plain, Settle, Settlement, Ticket, Tracked, TrackedFuture, UntilCancelled,
 };
 use crate::task_group::registry::{seq_check, OperationTag, TaskHandle};
-use crate::task_group::{refusal_error, GroupInner, TaskGroup};
+use crate::task_group::{GroupInner, TaskGroup};
 use crate::task_identity::{TaskId, TaskKind, TaskName};
 use crate::wait::{notified_until, Watch};
 
@@ -108,7 +108,7 @@ impl TaskGroup {
     ) -> RuntimeResult<Registration> {
         match self.inner.gate.register(name, kind, started, operation) {
             Ok((seq, slot)) => Ok(Registration { seq, slot }),
-            Err(refusal) => Err(refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask)),
+            Err(refusal) => Err(self.refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask)),
         }
     }
 

@@ -8,10 +8,12 @@
 //! 2. returns the cached report if this group already has one;
 //! 3. seals: iteratively moves every group of the accepted subtree
 //!    `OPEN → CLOSING` under its gate, collecting strong references (the
-//!    subtree is retained); re-installs the parent's deadline on each sealed
-//!    child (children created between steps 1 and 3); cancels the group's
-//!    token (reaching every child token); moves every sealed group to
-//!    `CLOSED`;
+//!    subtree is retained), except ordered children (`component_after`),
+//!    which are deferred with their subtrees (see `stop_order.rs`);
+//!    re-installs the parent's deadline on each sealed child (children
+//!    created between steps 1 and 3); cancels the group's token (reaching
+//!    every child token, not an ordered child's own); moves every sealed
+//!    group to `CLOSED`;
 //! 4. drives every sealed group concurrently in one flat `join_all` (no
 //!    recursion): a group waits until its table is empty, its deadline
 //!    changes or its deadline passes; at the deadline it aborts everything
@@ -24,11 +26,16 @@
 //!    most 64 listed leaked records, annotations; state `ShutdownCompleted`,
 //!    phase `COMPLETED`). A child therefore completes independently of its
 //!    parent's own tasks;
+//!    concurrently, every deferred group waits for its turn (the local
+//!    settlement of the siblings it stops after, or the deadline) and then
+//!    shuts down its own subtree the same way, within the same deadline;
+//!    its parent's step 4 waits for it like for any child;
 //! 5. builds the nested report from the local settlements iteratively and
 //!    caches it on the group.
 //!
-//! `shutdown_now` performs steps 2 and 3, aborts every record, settles
-//! bottom-up (reverse pre-order) and caches, without waiting.
+//! `shutdown_now` performs steps 2 and 3 without deferring ordered
+//! children, aborts every record, settles bottom-up (reverse pre-order) and
+//! caches, without waiting.
 //!
 //! Invariants:
 //!
@@ -37,7 +44,9 @@
 //! 2. Every step is idempotent, and the first local settlement and the first
 //!    report of a group are cached (`OnceLock`): concurrent or repeated calls
 //!    (including after a dropped shutdown future) converge on one identical
-//!    report.
+//!    report. A shutdown future dropped before its deferred groups' turns
+//!    seals and cancels them as it drops, so the whole subtree is left
+//!    sealed and cancelled either way.
 //! 3. Leak and unconfirmed-abort counts come from the table length and a gate
 //!    counter, so a report never scans the whole table: listing 64 remaining
 //!    tasks costs 64 snapshots.
@@ -436,7 +445,10 @@ impl TaskGroup {
     /// The deadline is installed on the whole subtree when this is called,
     /// even if the returned future is never polled; it only ever tightens an
     /// existing deadline. Child groups shut down concurrently with each other
-    /// and with this group's own tasks. At the deadline the remaining tasks
+    /// and with this group's own tasks, except a component created with
+    /// [`component_after`](crate::ChildServiceContext::component_after):
+    /// it stays open until the components it stops after have settled, then
+    /// shuts down within the same deadline. At the deadline the remaining tasks
     /// are aborted and counted in `timed_out`; the future never waits past
     /// the deadline beyond scheduling slack. The first report is cached:
     /// every later call returns the same report.
@@ -444,7 +456,9 @@ impl TaskGroup {
     /// # Cancel safety
     ///
     /// Cancel safe: every step is idempotent. Dropping the future leaves the
-    /// group sealed and cancelled; calling again resumes and completes.
+    /// group and its subtree sealed and cancelled (ordered components still
+    /// waiting for their turn included); calling again resumes and
+    /// completes.
     pub fn shutdown_until(&self, deadline: ShutdownDeadline) -> BoxFuture<'_, ShutdownReport> {
         self.inner.tighten_subtree(deadline.tokio_instant());
         Box::pin(async move {

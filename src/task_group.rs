@@ -57,7 +57,9 @@
 //!    `shutdown_report/released.rs`). A shutdown settling the parent waits
 //!    for children whose `Drop` is under way (their link expired, not yet
 //!    removed), so its report holds either the child's settlement or its
-//!    released evidence, never neither.
+//!    released evidence, never neither. `shutdown_now` does not wait: the
+//!    evidence of a child whose `Drop` runs on another thread at that
+//!    instant reaches the parent after its report was built.
 
 mod completion;
 mod diagnostics;

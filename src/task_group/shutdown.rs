@@ -504,8 +504,10 @@ impl TaskGroup {
     /// Closes, cancels and aborts the whole subtree without waiting.
     ///
     /// Tasks whose futures are not yet destroyed appear as `leaked` (and so
-    /// `timed_out`); this report is not proof that cleanup ran. It is cached
-    /// like a graceful report.
+    /// `timed_out`); this report is not proof that cleanup ran, and a child
+    /// group being dropped on another thread at this instant may leave its
+    /// `released` evidence after the report. It is cached like a graceful
+    /// report.
     pub fn shutdown_now(&self) -> ShutdownReport {
         let root = &self.inner;
         if let Some(report) = root.report.get() {

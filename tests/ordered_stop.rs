@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocketmq_runtime::{
-    BudgetClass, BudgetLimit, BudgetedQueue, FullPolicy, RuntimeConfig, RuntimeContractPolicy,
-    RuntimeContractViolation, RuntimeErrorKind, RuntimeOwner, ShutdownDeadline,
-    TaskGroupLifecycleState,
+    BudgetClass, BudgetLimit, BudgetedQueue, ChildServiceContext, FullPolicy, RuntimeConfig,
+    RuntimeContext, RuntimeContractPolicy, RuntimeContractViolation, RuntimeErrorKind,
+    RuntimeOwner, ShutdownDeadline, TaskGroupLifecycleState,
 };
 use support::{guard, harness};
 use tokio::time::Instant;
@@ -132,6 +132,20 @@ fn an_ordered_writer_writes_every_queued_line_during_shutdown() {
     );
 }
 
+/// A `broker` component with a `stubborn` child (one task that ignores
+/// cancellation) and a `writer` child ordered after it; returns the writer
+/// (which keeps `broker` alive).
+fn stubborn_then_writer(ctx: &RuntimeContext) -> ChildServiceContext {
+    let broker = ctx.service_context("broker");
+    let stubborn = broker.component("stubborn");
+    stubborn
+        .spawn_service("ignores-cancel", std::future::pending::<()>())
+        .expect("open");
+    broker
+        .component_after("writer", &[&stubborn])
+        .expect("a sibling")
+}
+
 /// A component ordered after a stubborn one (it ignores cancellation
 /// until it is aborted) gets its turn at the deadline: the whole shutdown
 /// ends within the frozen deadline, the stubborn task is reported as
@@ -139,14 +153,7 @@ fn an_ordered_writer_writes_every_queued_line_during_shutdown() {
 #[tokio::test(start_paused = true)]
 async fn an_ordered_component_after_a_stubborn_one_ends_within_the_deadline() {
     let ctx = harness("stubborn");
-    let broker = ctx.service_context("broker");
-    let stubborn = broker.component("stubborn");
-    stubborn
-        .spawn_service("ignores-cancel", std::future::pending::<()>())
-        .expect("open");
-    let writer = broker
-        .component_after("writer", &[&stubborn])
-        .expect("a sibling");
+    let writer = stubborn_then_writer(&ctx);
     let token = writer.task_group().cancellation_token();
     let (turn, turn_seen) = tokio::sync::oneshot::channel();
     writer
@@ -266,14 +273,7 @@ async fn a_plain_cancel_of_the_parent_reaches_an_ordered_component() {
 #[tokio::test]
 async fn shutdown_now_does_not_wait_for_an_ordered_turn() {
     let ctx = harness("now");
-    let broker = ctx.service_context("broker");
-    let stubborn = broker.component("stubborn");
-    stubborn
-        .spawn_service("ignores-cancel", std::future::pending::<()>())
-        .expect("open");
-    let writer = broker
-        .component_after("writer", &[&stubborn])
-        .expect("a sibling");
+    let writer = stubborn_then_writer(&ctx);
     writer
         .spawn_service("also-stubborn", std::future::pending::<()>())
         .expect("open");
@@ -292,14 +292,7 @@ async fn shutdown_now_does_not_wait_for_an_ordered_turn() {
 #[tokio::test(start_paused = true)]
 async fn a_dropped_shutdown_still_closes_the_ordered_component() {
     let ctx = harness("dropped");
-    let broker = ctx.service_context("broker");
-    let stubborn = broker.component("stubborn");
-    stubborn
-        .spawn_service("ignores-cancel", std::future::pending::<()>())
-        .expect("open");
-    let writer = broker
-        .component_after("writer", &[&stubborn])
-        .expect("a sibling");
+    let writer = stubborn_then_writer(&ctx);
     let deadline = ShutdownDeadline::after(Duration::from_secs(3));
     {
         let shutdown = ctx.shutdown_tasks_until(deadline);

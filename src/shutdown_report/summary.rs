@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::{ReleasedGroup, ShutdownReport, TaskFailureKind};
+use super::{ReleasedGroup, ShutdownReport, TaskFailure, TaskFailureKind};
 
 /// The [`Display`](fmt::Display) wrapper of
 /// [`ShutdownReport::display`]: renders the report as
@@ -108,14 +108,7 @@ fn write_node(
         ("leaked", node.leaked),
         ("blocking_still_running", node.blocking_still_running),
     ];
-    let mut any = false;
-    for (name, value) in counters.into_iter().filter(|(_, value)| *value > 0) {
-        write!(f, " {name}={value}")?;
-        any = true;
-    }
-    if !any {
-        write!(f, " nothing to report")?;
-    }
+    write_counters(f, &counters)?;
     if node.locally_unhealthy() {
         write!(f, " [unhealthy]")?;
     }
@@ -135,18 +128,12 @@ fn write_node(
             node.timed_out_tasks_omitted
         )?;
     }
-    for failure in &node.failures {
-        write!(
-            f,
-            "\n{indent}    {}: {} ({})",
-            failure_word(failure.failure),
-            failure.name,
-            failure.kind.as_str()
-        )?;
-    }
-    if node.failures_omitted > 0 {
-        write!(f, "\n{indent}    and {} more failed", node.failures_omitted)?;
-    }
+    write_failures(
+        f,
+        &format!("{indent}    "),
+        &node.failures,
+        node.failures_omitted,
+    )?;
     if node.events.poisoned_groups > 0 {
         write!(f, "\n{indent}    poisoned by a panicking task")?;
     }
@@ -159,11 +146,43 @@ fn write_node(
     Ok(())
 }
 
-fn failure_word(failure: TaskFailureKind) -> &'static str {
-    match failure {
-        TaskFailureKind::Panicked => "panicked",
-        TaskFailureKind::Failed => "failed",
+/// ` name=value` for every counter above zero, or ` nothing to report`.
+fn write_counters(f: &mut fmt::Formatter<'_>, counters: &[(&str, usize)]) -> fmt::Result {
+    let mut any = false;
+    for (name, value) in counters.iter().filter(|(_, value)| *value > 0) {
+        write!(f, " {name}={value}")?;
+        any = true;
     }
+    if !any {
+        write!(f, " nothing to report")?;
+    }
+    Ok(())
+}
+
+/// One line per named failure (`panicked: name (kind)`), then the count
+/// of the unnamed ones, each line starting with `indent`.
+fn write_failures(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    failures: &[TaskFailure],
+    omitted: usize,
+) -> fmt::Result {
+    for failure in failures {
+        let word = match failure.failure {
+            TaskFailureKind::Panicked => "panicked",
+            TaskFailureKind::Failed => "failed",
+        };
+        write!(
+            f,
+            "\n{indent}{word}: {} ({})",
+            failure.name,
+            failure.kind.as_str()
+        )?;
+    }
+    if omitted > 0 {
+        write!(f, "\n{indent}and {omitted} more failed")?;
+    }
+    Ok(())
 }
 
 /// `released: name (n groups): counters [unhealthy]`, then its named
@@ -186,32 +205,14 @@ fn write_released(
         ("panicked", released.panicked),
         ("timed_out", released.timed_out),
     ];
-    let mut any = false;
-    for (name, value) in counters.into_iter().filter(|(_, value)| *value > 0) {
-        write!(f, " {name}={value}")?;
-        any = true;
-    }
-    if !any {
-        write!(f, " nothing to report")?;
-    }
+    write_counters(f, &counters)?;
     if !released.is_healthy() {
         write!(f, " [unhealthy]")?;
     }
-    for failure in &released.failures {
-        write!(
-            f,
-            "\n{indent}      {}: {} ({})",
-            failure_word(failure.failure),
-            failure.name,
-            failure.kind.as_str()
-        )?;
-    }
-    if released.failures_omitted > 0 {
-        write!(
-            f,
-            "\n{indent}      and {} more failed",
-            released.failures_omitted
-        )?;
-    }
-    Ok(())
+    write_failures(
+        f,
+        &format!("{indent}      "),
+        &released.failures,
+        released.failures_omitted,
+    )
 }

@@ -7,6 +7,13 @@
 //! what the request component queued loses its storage lane while the
 //! requests are still being drained.
 //!
+//! The name follows the specification's vocabulary: a scope is a
+//! *component*, created by `component(...)`; `component_after` creates the
+//! same thing with the one relation it declares, "stops after these".
+//! There are no phase numbers and no per-phase timeouts (Akka's
+//! coordinated shutdown sums those), so nothing can extend the frozen
+//! deadline.
+//!
 //! Invariants:
 //!
 //! 1. An ordered group's predecessors are siblings that existed when it was

@@ -9,13 +9,19 @@
 //! | `streaming` | `mpsc::channel(1024)` send + recv | `try_push_data` + `recv` |
 //! | `reject` | `mpsc` `try_send` fill, one refused, drain | `try_push_data` fill, one `Rejected`, drain (`Reject`, 16 slots) |
 //! | `coalesce` | `mpsc`: drain the full channel, send the newest | `try_push_data` into a full `CoalesceLatest` queue |
+//! | `contended/{wait,reject}/{1,4,64}` | `mpsc::channel(1024)`: `send`, or `try_send` retried after a yield | 1, 4 or 64 producers → 1 consumer through a queue of 1,024 (its budget its tree's root) on the 2-worker runtime: `push_until` (`WaitUntilDeadline`), or `try_push_data` retried after a yield (`Reject`, overloaded); items per second, queue / mpsc |
+//! | `contended_under_process/...` (no target) | the same | the same queue as a child of a `process` root bounded in bytes only, as an owner builds it |
+//! | `refused_push` | an accepted `try_push_data` into a queue with room | a refused `try_push_data` into a full `Reject` queue (each timed per push, 64 at a time) |
 //!
 //! Queues and runtimes are built outside the timed regions (reused across
-//! rounds). Every ratio is the paired median of alternating rounds. A
+//! rounds). The `contended` measures run on the 2-worker runtime, where
+//! producers and the consumer sit on different cores; the others on a
+//! current-thread runtime (the instruction cost alone). Every ratio is the paired median of alternating rounds. A
 //! counting global allocator checks that acquire + release allocates
 //! nothing.
 //!
-//! Output: `<target>/runtime-measurements/budgeted_queue.json`.
+//! Output: `<target>/runtime-measurements/budgeted_queue.json`
+//! (`budgeted_queue_contended.json` with `ROCKETMQ_BENCH_QUEUE=contended`).
 //!
 //! Run: `cargo bench --bench budgeted_queue_bench`.
 
@@ -25,6 +31,7 @@ mod support;
 mod counting_alloc;
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,7 +48,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::time::Instant;
 
 use counting_alloc::{start_counting, stop_counting, CountingAllocator};
-use support::{paired_median, publish, run_criterion, target};
+use support::{paired_median, publish, run_criterion, target, target_at_least};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -52,6 +59,10 @@ const STREAM_ITEMS: u32 = 20_000;
 const SLOTS: usize = 16;
 const ROUNDS: usize = 21;
 const DEPTHS: [usize; 3] = [1, 4, 16];
+/// Items one contended round moves (divisible by every producer count).
+const CONTENDED_ITEMS: u32 = 102_400;
+const CONTENDED_CAPACITY: usize = 1_024;
+const CONTENDED_PRODUCERS: [u32; 3] = [1, 4, 64];
 
 /// The real clock: some measures run inside a Tokio runtime.
 #[allow(clippy::disallowed_methods)]
@@ -169,6 +180,38 @@ fn queue_over(policy: FullPolicy, slots: usize) -> BudgetedQueue<u32> {
         tree.root()
             .child("queue", BudgetLimit::new(slots, 1 << 30, policy))
             .expect("fits"),
+    )
+}
+
+/// A contended queue with a budget of its own: the root of its tree
+/// bounds it at `CONTENDED_CAPACITY` items, as a channel's capacity does.
+fn own_budget_queue(policy: FullPolicy) -> BudgetedQueue<u32> {
+    BudgetedQueue::new(
+        ResourceBudgetTree::new(
+            "queue",
+            BudgetLimit::new(CONTENDED_CAPACITY, 1 << 30, policy),
+        )
+        .expect("valid")
+        .root(),
+    )
+}
+
+/// A contended queue as an owner builds one: a child of a `process` root
+/// bounded in bytes only (`count = usize::MAX`, as `RuntimeResources`
+/// builds it), so every item also reserves and releases at the root.
+fn process_child_queue(policy: FullPolicy) -> BudgetedQueue<u32> {
+    BudgetedQueue::new(
+        ResourceBudgetTree::new(
+            "process",
+            BudgetLimit::new(usize::MAX, 1 << 34, FullPolicy::Reject),
+        )
+        .expect("valid")
+        .root()
+        .child(
+            "queue",
+            BudgetLimit::new(CONTENDED_CAPACITY, 1 << 30, policy),
+        )
+        .expect("fits"),
     )
 }
 
@@ -345,6 +388,204 @@ fn mpsc_coalesce() -> Duration {
     started.elapsed()
 }
 
+/// How contended producers push.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pushing {
+    /// `push_until` / `send`: wait for room.
+    Wait,
+    /// `try_push_data` / `try_send`, retried after a yield while full.
+    Reject,
+}
+
+/// `producers` tasks push `CONTENDED_ITEMS` in all into `queue` while one
+/// consumer task receives them all. Every task is spawned from outside
+/// the workers (the runtime's injection queue), so whichever worker is
+/// free takes it: no task starts in another's worker-local slot, where the
+/// scheduler would keep a producer on its consumer's core.
+fn queue_contended(
+    rt: &Runtime,
+    queue: &BudgetedQueue<u32>,
+    producers: u32,
+    pushing: Pushing,
+) -> Duration {
+    let consume = {
+        let queue = queue.clone();
+        async move {
+            for _ in 0..CONTENDED_ITEMS {
+                black_box(queue.recv().await);
+            }
+        }
+    };
+    let produce = |_| {
+        let queue = queue.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            for item in 0..CONTENDED_ITEMS / producers {
+                match pushing {
+                    Pushing::Wait => {
+                        let outcome = queue
+                            .push_until(item, 64, BudgetClass::Data, deadline)
+                            .await;
+                        assert!(outcome.is_accepted());
+                    }
+                    Pushing::Reject => {
+                        let mut item = item;
+                        while let QueuePushOutcome::Rejected { item: back, .. } =
+                            queue.try_push_data(item, 64)
+                        {
+                            item = back;
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    spread(rt, consume, (0..producers).map(produce).collect())
+}
+
+/// The same through `mpsc::channel(1024)`.
+fn mpsc_contended(rt: &Runtime, producers: u32, pushing: Pushing) -> Duration {
+    let (sender, mut receiver) = mpsc::channel::<u32>(CONTENDED_CAPACITY);
+    let consume = async move {
+        for _ in 0..CONTENDED_ITEMS {
+            black_box(receiver.recv().await);
+        }
+    };
+    let produce = |_| {
+        let sender = sender.clone();
+        async move {
+            for item in 0..CONTENDED_ITEMS / producers {
+                match pushing {
+                    Pushing::Wait => sender.send(item).await.expect("open"),
+                    Pushing::Reject => {
+                        let mut item = item;
+                        while let Err(mpsc::error::TrySendError::Full(back)) = sender.try_send(item)
+                        {
+                            item = back;
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let producers = (0..producers).map(produce).collect();
+    drop(sender);
+    spread(rt, consume, producers)
+}
+
+/// Spawns `consumer`, then every producer, from the `block_on` thread,
+/// and times until all have finished.
+fn spread<C, P>(rt: &Runtime, consumer: C, producers: Vec<P>) -> Duration
+where
+    C: Future<Output = ()> + Send + 'static,
+    P: Future<Output = ()> + Send + 'static,
+{
+    rt.block_on(async move {
+        let started = wall_clock();
+        let consumer = tokio::spawn(consumer);
+        let producers: Vec<_> = producers.into_iter().map(tokio::spawn).collect();
+        consumer.await.expect("consumer");
+        for producer in producers {
+            producer.await.expect("producer");
+        }
+        started.elapsed()
+    })
+}
+
+/// 64 accepted pushes into a queue with room (then drained, untimed).
+fn accepted_pushes(queue: &BudgetedQueue<u32>) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..1_000 {
+        let started = wall_clock();
+        for item in 0..64 {
+            black_box(queue.try_push_data(item, 64));
+        }
+        total += started.elapsed();
+        while queue.try_pop().is_some() {}
+    }
+    total
+}
+
+/// 64 refused pushes into a full queue.
+fn refused_pushes(full: &BudgetedQueue<u32>) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..1_000 {
+        let started = wall_clock();
+        for item in 0..64 {
+            black_box(full.try_push_data(item, 64));
+        }
+        total += started.elapsed();
+    }
+    total
+}
+
+/// Whether `ROCKETMQ_BENCH_CONTENDED` (a comma-separated list such as
+/// `wait/1,reject/64`) selects the contended case `case` (all when unset).
+fn contended_selected(case: &str) -> bool {
+    std::env::var("ROCKETMQ_BENCH_CONTENDED").map_or(true, |cases| {
+        cases.split(',').any(|selected| selected == case)
+    })
+}
+
+/// The multi-core measures: records each ratio and its target.
+fn contended(
+    record: &mut impl FnMut(&str, Duration, Duration, f64) -> Value,
+    targets: &mut Vec<Value>,
+) {
+    let ns = |value: f64| Duration::from_nanos(value as u64);
+    let rt = support::runtime();
+    for (pushing, policy, label) in [
+        (Pushing::Wait, FullPolicy::WaitUntilDeadline, "wait"),
+        (Pushing::Reject, FullPolicy::Reject, "reject"),
+    ] {
+        for (shape, queue) in [
+            ("contended", own_budget_queue(policy)),
+            ("contended_under_process", process_child_queue(policy)),
+        ] {
+            for producers in CONTENDED_PRODUCERS {
+                let case = format!("{label}/{producers}");
+                if !contended_selected(&case) {
+                    continue;
+                }
+                let (ratio, tracked, base) = paired_median(
+                    ROUNDS,
+                    || queue_contended(&rt, &queue, producers, pushing),
+                    || mpsc_contended(&rt, producers, pushing),
+                );
+                record(
+                    &format!("{shape}/{case} / mpsc"),
+                    ns(tracked),
+                    ns(base),
+                    ratio,
+                );
+                // Items per second, queue / mpsc: the inverse of the time
+                // ratio. The target is for the like-for-like shape (one
+                // bounded level, as a channel is); the shape under a
+                // process root is recorded beside it.
+                if shape == "contended" {
+                    targets.push(target_at_least(
+                        format!(
+                            "contended {label}, {producers} producers -> 1 consumer, \
+                             2 workers: items/s queue / mpsc"
+                        ),
+                        0.9,
+                        1.0 / ratio,
+                    ));
+                }
+            }
+        }
+    }
+    let room = queue_over(FullPolicy::Reject, 1 << 16);
+    let full = queue_over(FullPolicy::Reject, SLOTS);
+    while full.try_push_data(0, 64).is_accepted() {}
+    let (ratio, tracked, base) =
+        paired_median(ROUNDS, || refused_pushes(&full), || accepted_pushes(&room));
+    record("refused_push / accepted_push", ns(tracked), ns(base), ratio);
+    targets.push(target("refused push / accepted push (Reject)", 1.0, ratio));
+}
+
 fn bench(c: &mut Criterion) {
     for depth in [1, 4] {
         let leaf = chain(depth);
@@ -373,6 +614,7 @@ fn main() {
     if run_criterion(bench).is_none() {
         return;
     }
+    let only_contended = std::env::var("ROCKETMQ_BENCH_QUEUE").as_deref() == Ok("contended");
     let mut results = Map::new();
     let mut targets = Vec::new();
     let mut record = |key: &str, tracked: Duration, base: Duration, ratio: f64| -> Value {
@@ -385,6 +627,17 @@ fn main() {
         entry
     };
     let ns = |value: f64| Duration::from_nanos(value as u64);
+    contended(&mut record, &mut targets);
+    if only_contended {
+        let summary = json!({
+            "bench": "budgeted_queue_bench",
+            "rounds": ROUNDS,
+            "paired": results,
+            "targets": targets,
+        });
+        publish("budgeted_queue_contended.json", &summary);
+        return;
+    }
     for depth in DEPTHS {
         let leaf = chain(depth);
         let floor: Vec<FloorLevel> = (0..depth)

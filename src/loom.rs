@@ -32,6 +32,9 @@ mod imp {
     };
     pub(crate) use std::sync::{Arc, Weak};
 
+    /// The guard of [`Mutex`].
+    pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
     /// A mutex whose `lock` returns the guard directly (parking_lot semantics:
     /// no poisoning, so a panicking task never wedges a group).
     #[derive(Debug, Default)]
@@ -61,6 +64,9 @@ mod imp {
     // `Arc`/`Weak` stay std under loom: the models check the gate's locks and
     // atomics, and the group tree needs `Weak`, which loom's `Arc` lacks.
     pub(crate) use std::sync::{Arc, Weak};
+
+    /// The guard of [`Mutex`].
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 
     /// Loom's mutex with the same poison-free `lock` signature as the normal build.
     #[derive(Debug, Default)]

@@ -635,6 +635,11 @@ impl TaskGroup {
 }
 
 impl TaskGroup {
+    /// This group's path of names from the tree's root (`broker/writer`).
+    pub(crate) fn scope_path(&self) -> String {
+        self.inner.path()
+    }
+
     /// The context naming this group in an error: its path from the
     /// tree's root, and `lane` when a blocking lane refused.
     pub(crate) fn scope_context(&self, lane: Option<&'static str>) -> RuntimeErrorContext {

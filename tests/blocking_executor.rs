@@ -15,7 +15,8 @@ use std::time::Duration;
 use blocking::{gate, owner, submit_task, until, Lanes};
 use rocketmq_runtime::{
     BlockingExecutor, BlockingKind, BlockingPoolPolicy, BlockingTaskState, CanonicalCondition,
-    RuntimeConfig, RuntimeErrorKind, RuntimeOperation, ShutdownDeadline, TaskKind,
+    RuntimeConfig, RuntimeErrorContext, RuntimeErrorKind, RuntimeOperation, ShutdownDeadline,
+    TaskKind,
 };
 
 /// Seeded randomized mix over three lanes: the global running count never
@@ -655,4 +656,96 @@ async fn an_ordinary_spawn_until_is_capped_by_the_scope_deadline() {
     }
     let report = ctx.shutdown_tasks(Duration::from_secs(5)).await;
     assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+/// Starts `submitters` storage-lane submissions that block until the write
+/// guard is dropped, on an owner planned for 2 CPUs with the storage lane's
+/// queue depth `depth` (`None`: the default), and returns the refusals once
+/// every submission is running, queued or refused.
+fn storage_lane_under(
+    submitters: usize,
+    depth: Option<usize>,
+) -> Vec<rocketmq_runtime::RuntimeError> {
+    let mut config = RuntimeConfig::for_parallelism("sizing", 2);
+    if let Some(depth) = depth {
+        config.blocking_lane_policies.storage_io.max_queue_depth = depth;
+    }
+    let owner = rocketmq_runtime::RuntimeOwner::plan(config)
+        .expect("valid configuration")
+        .build()
+        .expect("runtime builds");
+    let broker = owner.root_context().component("broker");
+    let storage = broker.storage_io();
+    let held = Arc::new(std::sync::RwLock::new(()));
+    let closed = held.write().expect("unpoisoned");
+    let refusals = Arc::new(Mutex::new(Vec::new()));
+    let admitted: Vec<_> = (0..submitters)
+        .map(|_| {
+            let storage = storage.clone();
+            let held = Arc::clone(&held);
+            let refusals = Arc::clone(&refusals);
+            blocking::spawn_on(&owner, async move {
+                let outcome = storage
+                    .spawn_io("write", move || drop(held.read().expect("unpoisoned")))
+                    .await;
+                if let Err(error) = outcome {
+                    refusals.lock().expect("unpoisoned").push(error);
+                }
+            })
+        })
+        .collect();
+    let policy = RuntimeConfig::for_parallelism("sizing", 2)
+        .blocking_lane_policies
+        .storage_io;
+    let room = policy.max_concurrency + depth.unwrap_or(policy.max_queue_depth);
+    let probe = (storage.clone(), Arc::clone(&refusals));
+    owner.block_on(until("every submission settled in the lane", move || {
+        let snapshot = probe.0.snapshot();
+        let refused = probe.1.lock().expect("unpoisoned").len();
+        snapshot.running + snapshot.queued + refused == submitters
+    }));
+    assert!(storage.snapshot().running + storage.snapshot().queued <= room);
+    drop(closed);
+    for task in admitted {
+        owner.block_on(task).expect("submitter");
+    }
+    let refusals = std::mem::take(&mut *refusals.lock().expect("unpoisoned"));
+    refusals
+}
+
+/// The sizing rule the defaults document: the storage lane planned for 2
+/// CPUs runs 8 closures and queues 32, so of 64 concurrent submitters 24
+/// are refused at once with `CapacityExhausted`, and the refusal names the
+/// lane, its limits and the setting to raise; a queue depth of
+/// `submitters - max_concurrency` admits them all.
+#[test]
+fn the_default_storage_lane_refuses_submitters_beyond_its_slots_and_queue_and_names_the_setting() {
+    let policy = RuntimeConfig::for_parallelism("sizing", 2)
+        .blocking_lane_policies
+        .storage_io;
+    assert_eq!((policy.max_concurrency, policy.max_queue_depth), (8, 32));
+    let refusals = storage_lane_under(64, None);
+    assert_eq!(refusals.len(), 64 - 8 - 32);
+    for refusal in &refusals {
+        assert_eq!(refusal.kind(), RuntimeErrorKind::CapacityExhausted);
+        assert_eq!(
+            refusal.operation(),
+            RuntimeOperation::BlockingQueueAdmission
+        );
+        assert!(matches!(
+            refusal.context(),
+            Some(RuntimeErrorContext::LaneFull {
+                lane: "storage-io",
+                max_concurrency: 8,
+                max_queue_depth: 32,
+                ..
+            })
+        ));
+        let message = refusal.to_string();
+        assert!(
+            message.contains("scope sizing/broker, lane storage-io full (8 running, 32 waiting): raise RuntimeConfig::blocking_lane_policies.storage_io.max_queue_depth"),
+            "{message}"
+        );
+    }
+    assert!(storage_lane_under(64, Some(64 - 8)).is_empty());
 }

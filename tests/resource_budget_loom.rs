@@ -46,3 +46,13 @@ fn a_push_racing_the_first_observation_is_stamped() {
 fn release_counter_wraps_without_a_lost_or_doubled_release() {
     models::loom_release_counter_wraps_without_a_lost_or_doubled_release();
 }
+
+#[test]
+fn an_accepted_push_racing_a_close_reaches_the_consumer() {
+    models::loom_an_accepted_push_racing_a_close_reaches_the_consumer();
+}
+
+#[test]
+fn a_pop_releasing_after_its_lock_never_lets_a_push_past_capacity() {
+    models::loom_a_pop_releasing_after_its_lock_never_lets_a_push_past_capacity();
+}

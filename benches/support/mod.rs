@@ -393,3 +393,14 @@ pub fn target(key: impl Into<String>, target: f64, measured: f64) -> Value {
         "met": measured <= target,
     })
 }
+
+/// One entry of a summary's `targets` for a higher-is-better measure:
+/// `measured ≥ target` is met.
+pub fn target_at_least(key: impl Into<String>, target: f64, measured: f64) -> Value {
+    serde_json::json!({
+        "key": key.into(),
+        "target_at_least": target,
+        "measured": measured,
+        "met": measured >= target,
+    })
+}

@@ -144,6 +144,16 @@ impl BlockingLanePolicies {
     ///
     /// Names are `rocketmq-blocking.<lane>`; timeouts are the
     /// [`BlockingPoolPolicy`] defaults.
+    ///
+    /// Sizing: a lane holds at most `max_concurrency + max_queue_depth`
+    /// submissions at once (running plus waiting); the next is refused at
+    /// once with [`CapacityExhausted`](crate::RuntimeErrorKind::CapacityExhausted),
+    /// whose context ([`LaneFull`](crate::RuntimeErrorContext::LaneFull))
+    /// names the lane, its limits and the setting to raise. For 2 CPUs the
+    /// storage lane runs 8 and queues 32: of 64 submitters arriving
+    /// together, 24 are refused. Give `max_queue_depth` at least
+    /// `N - max_concurrency` for `N` submitters that can arrive together,
+    /// or bound them upstream (a `WaitUntilDeadline` queue).
     pub fn for_parallelism(parallelism: usize) -> Self {
         let base = BlockingPoolPolicy::default();
         let lane = |lane: BlockingLane, concurrency: usize, depth: usize| {

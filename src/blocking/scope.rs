@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::table::BlockingTable;
 use crate::blocking::BlockingPoolPolicy;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, RuntimeErrorContext, RuntimeOperation};
 use crate::loom::Arc;
+use crate::shutdown_report::BlockingLane;
 use crate::task_group::TaskGroup;
 use crate::task_identity::TaskGroupLifecycleState;
 
@@ -64,6 +65,39 @@ impl ExecutorInner {
             .isolated
             .as_ref()
             .is_some_and(|isolated| isolated.stopped.is_cancelled())
+    }
+
+    /// The refusal of a submission that found every slot busy and the
+    /// waiting queue full: names the scope, the lane, its limits and the
+    /// setting to raise.
+    pub(super) fn lane_full(&self) -> RuntimeError {
+        let (lane, setting) = match (&self.isolated, self.table.lane()) {
+            (Some(_), _) => (
+                "isolated",
+                "BlockingPoolPolicy::max_queue_depth of the executor",
+            ),
+            (None, BlockingLane::StorageIo) => (
+                "storage-io",
+                "RuntimeConfig::blocking_lane_policies.storage_io.max_queue_depth",
+            ),
+            (None, BlockingLane::MetadataIo) => (
+                "metadata-io",
+                "RuntimeConfig::blocking_lane_policies.metadata_io.max_queue_depth",
+            ),
+            (None, BlockingLane::CpuCrypto) => (
+                "cpu-crypto",
+                "RuntimeConfig::blocking_lane_policies.cpu_crypto.max_queue_depth",
+            ),
+        };
+        RuntimeError::capacity(RuntimeOperation::BlockingQueueAdmission).with_context(
+            RuntimeErrorContext::LaneFull {
+                path: self.scope.scope_path(),
+                lane,
+                max_concurrency: self.table.max_concurrency(),
+                max_queue_depth: self.table.max_queue_depth(),
+                setting,
+            },
+        )
     }
 
     /// `error` naming the scope and lane that refused a submission.

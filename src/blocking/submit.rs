@@ -227,9 +227,7 @@ impl BlockingExecutor {
             Admission::Running(permit) => Ok(permit),
             Admission::QueueFull => {
                 table.reject();
-                Err(inner.refusal(RuntimeError::capacity(
-                    RuntimeOperation::BlockingQueueAdmission,
-                )))
+                Err(inner.lane_full())
             }
             Admission::Queued(mut queued) => {
                 let permit = tokio::select! {

@@ -94,6 +94,16 @@ impl BlockingTable {
         self.lane
     }
 
+    /// Closures the pool runs at once.
+    pub(crate) fn max_concurrency(&self) -> usize {
+        self.max_concurrency
+    }
+
+    /// Submissions that may wait for a slot.
+    pub(crate) fn max_queue_depth(&self) -> usize {
+        self.max_queue_depth
+    }
+
     /// Counts a refused submission.
     pub(crate) fn reject(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);

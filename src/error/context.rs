@@ -46,6 +46,24 @@ pub enum RuntimeErrorContext {
         /// for an isolated executor; `None` for a task or child admission.
         lane: Option<&'static str>,
     },
+    /// A blocking lane refused a submission because every slot was busy
+    /// and its waiting queue was full: the scope and lane (as in
+    /// [`Scope`](Self::Scope)), the lane's limits, and the setting that
+    /// admits more concurrent submitters. A lane holds at most
+    /// `max_concurrency + max_queue_depth` submissions at once; size the
+    /// queue for the submitters that can arrive together.
+    LaneFull {
+        /// Group names from the owner's root, joined by `/`.
+        path: String,
+        /// The lane's label (`storage-io`, ...), or `isolated`.
+        lane: &'static str,
+        /// Closures the lane runs at once (`max_concurrency`).
+        max_concurrency: usize,
+        /// Submissions that may wait for a slot (`max_queue_depth`).
+        max_queue_depth: usize,
+        /// The setting to raise (`RuntimeConfig::blocking_lane_policies.storage_io.max_queue_depth`, ...).
+        setting: &'static str,
+    },
 }
 
 impl fmt::Display for RuntimeErrorContext {
@@ -61,6 +79,17 @@ impl fmt::Display for RuntimeErrorContext {
                     None => Ok(()),
                 }
             }
+            Self::LaneFull {
+                path,
+                lane,
+                max_concurrency,
+                max_queue_depth,
+                setting,
+            } => write!(
+                f,
+                "scope {path}, lane {lane} full ({max_concurrency} running, \
+                 {max_queue_depth} waiting): raise {setting}"
+            ),
         }
     }
 }

@@ -307,7 +307,9 @@ impl fmt::Display for RuntimeError {
             self.kind
         )?;
         match self.context() {
-            Some(scope @ RuntimeErrorContext::Scope { .. }) => write!(f, ": {scope}"),
+            Some(
+                scope @ (RuntimeErrorContext::Scope { .. } | RuntimeErrorContext::LaneFull { .. }),
+            ) => write!(f, ": {scope}"),
             _ => Ok(()),
         }
     }

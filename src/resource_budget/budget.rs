@@ -216,17 +216,18 @@ impl ResourceBudget {
 
     /// Counts `n` items a custom retention dropped.
     pub fn record_dropped(&self, n: u64) {
-        self.node.dropped.fetch_add(n, Ordering::Relaxed);
+        self.node.stats.dropped.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts `n` items a custom retention replaced.
     pub fn record_coalesced(&self, n: u64) {
-        self.node.coalesced.fetch_add(n, Ordering::Relaxed);
+        self.node.stats.coalesced.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts a slow consumer a custom retention closed.
     pub fn record_slow_consumer_closed(&self) {
         self.node
+            .stats
             .closed_slow_consumer
             .fetch_add(1, Ordering::Relaxed);
     }

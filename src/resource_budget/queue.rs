@@ -16,44 +16,71 @@
 //!    own drop (`Drop for QueueInner`).
 //! 2. Entries hold no reference count of their own (the queue already holds
 //!    its budget), so a push and a pop move no `Arc` count.
-//! 3. The queue's lock serialises pushes, pops and the destructive policies
-//!    (coalesce, drop-stale, slow-consumer close).
-//! 4. Discarded items are dropped after the queue's lock is released, so an
-//!    item's destructor may use the queue or close a budget. Their
+//! 3. The entries live on two sides, each behind its own lock on its own
+//!    cache lines: producers append to the *tail*, consumers take from the
+//!    *head*, and a consumer that finds the head empty moves the whole tail
+//!    over under both locks (lock order: head, then tail). Every head entry
+//!    is older than every tail entry, so the queue is FIFO; producers and
+//!    consumers meet on a lock only when the head runs dry, once per batch,
+//!    not once per item. Whatever needs the whole queue (the destructive
+//!    policies, `retain`, `snapshot`, the first age observation) takes both
+//!    locks and first moves the tail behind the head, so it sees one deque.
+//! 4. A `Reject`, `WaitUntilDeadline` or `CoalesceLatest` push of a new
+//!    reservation reserves the budget chain *before* it takes the tail lock,
+//!    so the lock is held only to append: a push that cannot fit is refused
+//!    outside any lock, by the reservation or, when the queue's own level is
+//!    full (the common refusal), from a read of the chain's use before
+//!    anything is reserved (`Node::refusal_at_own_level`: no rollback, no
+//!    transient use at the shared levels). Under the tail lock the push checks that neither
+//!    the queue nor its budget closed meanwhile; if one did, the
+//!    reservation is undone (counted as neither admitted nor released) and
+//!    the push is refused with `Closed`. So a push either is queued before
+//!    the close, where a consumer will see it, or is refused. A refused
+//!    reservation at the queue's own level sends a `CoalesceLatest` push to
+//!    the locked path. `DropStale` and `CloseSlowConsumer` pushes, and
+//!    pushes of a producer's permit, look at the head first: they take both
+//!    locks and reserve under them.
+//! 5. Discarded items are dropped after the queue's locks are released, so
+//!    an item's destructor may use the queue or close a budget. Their
 //!    reservations go back after they are dropped (a `Release` guard, which
 //!    also releases while unwinding), so the budget never shows as free what
 //!    a discarded item still occupies. One exception: a push that discards
 //!    (`CoalesceLatest`'s displaced items, `DropStale`'s stale head) gives
 //!    their reservations back first, to admit the new item in their room
-//!    under the same lock; the discarded items are dropped right after, once
-//!    the new item is queued. A stale head never costs the fresh item its
-//!    place.
-//! 5. A push that stamps (invariant 10) reads the clock before it takes the
-//!    queue lock and reserves (or, finding stamping started under the lock,
-//!    releases it, reads, and locks again), so nothing can fail between a
-//!    reservation and its entry being queued: a panicking user clock leaves
-//!    nothing reserved and, for the stamp, runs under no lock (a rated
-//!    level's token refill reads the tree clock inside the reservation,
-//!    under the lock). A stamp is raised to the newest queued item's if a
-//!    push that read the clock earlier queues later, so stamps follow queue
-//!    order (the age checks look at the head only).
-//! 6. `retain` restores the unvisited entries (with their charges) if `keep`
+//!    under the same locks; the discarded items are dropped right after,
+//!    once the new item is queued. A stale head never costs the fresh item
+//!    its place.
+//! 6. A push that stamps (invariant 11) reads the clock before it reserves
+//!    and before it takes a lock (or, finding stamping started under the
+//!    lock, releases it, reads, and locks again, its reservation undone if
+//!    the clock panics), so a panicking user clock leaves nothing reserved
+//!    and runs under no lock (a rated level's token refill reads the tree
+//!    clock inside the reservation). A stamp is raised to the newest queued
+//!    item's if a push that read the clock earlier queues later, so stamps
+//!    follow queue order (the age checks look at the head only).
+//! 7. `retain` restores the unvisited entries (with their charges) if `keep`
 //!    panics, then resumes the panic. A panicking destructor or predicate
 //!    never leaves the accounting wrong.
-//! 7. Closing never discards accepted items (except `CloseSlowConsumer`,
+//! 8. Closing never discards accepted items (except `CloseSlowConsumer`,
 //!    whose closing is the discard) and wakes readers and the tree's capacity
-//!    waiters. A queue built on a closed budget (a closed dynamic key or a
-//!    descendant of one) is closed: pushes are refused with
-//!    [`QueuePushRejection::Closed`], parked producers and consumers wake, and
-//!    accepted items still drain.
-//! 8. A parked consumer counts itself in `readers_waiting` before it enables
+//!    waiters. The closed flag is set under the tail lock, and a consumer
+//!    decides "closed and drained" from the flag and the budget's gates read
+//!    under the tail lock with both sides empty: a push queued before the
+//!    close is seen, one after it is refused, so no accepted item is left
+//!    behind (loom-modelled). A queue built on a closed budget (a closed
+//!    dynamic key or a descendant of one) is closed: pushes are refused with
+//!    [`QueuePushRejection::Closed`], parked producers and consumers wake,
+//!    and accepted items still drain.
+//! 9. A parked consumer counts itself in `readers_waiting` before it enables
 //!    its notification and re-checks the queue; a push notifies only when
-//!    that count is non-zero, read after the queue lock is released, so no
-//!    wake-up is lost and an unwatched push notifies nobody.
-//! 9. Producers waiting for capacity follow the protocol in `waiting.rs`.
-//! 10. Entries are stamped only while something reads their ages, by the
+//!    that count is non-zero, read after the tail lock is released, so no
+//!    wake-up is lost (the consumer's re-check takes the tail lock after its
+//!    count, or the push's read comes after it through that lock) and an
+//!    unwatched push notifies nobody.
+//! 10. Producers waiting for capacity follow the protocol in `waiting.rs`.
+//! 11. Entries are stamped only while something reads their ages, by the
 //!     protocol in `stamps.rs`.
-//! 11. The age policies look at the head on every push and every pop:
+//! 12. The age policies look at the head on every push and every pop:
 //!     `DropStale` drops the stale head before either, and
 //!     `CloseSlowConsumer` closes the queue (dropping its items, waking
 //!     everyone) when either finds the head at `max_age` or older; the pop
@@ -66,7 +93,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::{notified_by_either, Watch};
@@ -91,27 +119,106 @@ struct Entry<T> {
     enqueued_at: Duration,
 }
 
-struct QueueState<T> {
+/// One side of the queue (invariant 3): its entries, oldest first, and the
+/// bytes they retain.
+struct Side<T> {
     items: VecDeque<Entry<T>>,
-    retained_bytes: usize,
-    closed: bool,
+    bytes: usize,
 }
 
+impl<T> Side<T> {
+    fn new() -> Self {
+        Self {
+            items: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Entry<T>> {
+        let entry = self.items.pop_front()?;
+        self.bytes -= entry.bytes;
+        Some(entry)
+    }
+}
+
+/// The producers' side: the newest entries, and the newest stamp ever
+/// queued (stamps follow queue order, `stamps.rs`).
+struct Tail<T> {
+    side: Side<T>,
+    newest_stamp: Duration,
+}
+
+/// A lock on its own cache lines: the head's and the tail's locks are
+/// taken on different cores.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// Both sides locked (head, then tail), the tail moved behind the head:
+/// `head` holds every entry, oldest first, and `tail` none.
+struct Whole<'a, T> {
+    head: MutexGuard<'a, Side<T>>,
+    tail: MutexGuard<'a, Tail<T>>,
+}
+
+/// What a pop found.
+enum Popped<T> {
+    Entry(Entry<T>),
+    /// Nothing queued; `closed`: and nothing will be (invariant 8).
+    Empty {
+        closed: bool,
+    },
+}
+
+/// The queue's shared state, grouped by who writes it so that no push or
+/// pop misses on a line another core wrote for an unrelated reason: the
+/// read-mostly part (read by every push and pop), each side's lock, the
+/// consumers' wake-up, and statistics.
 struct QueueInner<T> {
     budget: ResourceBudget,
-    state: Mutex<QueueState<T>>,
-    readers: Notify,
-    /// Whether pushes stamp their entries (`stamps.rs`): set under the
-    /// queue's lock only, read before it as a hint.
+    /// Set under the tail lock (invariant 8); read without it as a hint.
+    closed: AtomicBool,
+    /// Whether pushes stamp their entries (`stamps.rs`): set under both
+    /// locks only, read before them as a hint.
     stamping: AtomicBool,
+    head: Padded<Mutex<Side<T>>>,
+    tail: Padded<Mutex<Tail<T>>>,
+    wake: Padded<ReaderWake>,
+    stats: Padded<QueueStats>,
+}
+
+/// How pushes wake parked consumers (invariant 9).
+struct ReaderWake {
+    readers: Notify,
     /// Consumers parked (or about to park) in `recv`: a push notifies only
     /// when one watches.
     readers_waiting: AtomicUsize,
+}
+
+/// Counters no decision reads, written by refusals and waits.
+struct QueueStats {
     waiters: AtomicUsize,
     throttled: AtomicU64,
     rejected: AtomicU64,
     waited: AtomicU64,
     deadline_exceeded: AtomicU64,
+}
+
+/// A reservation a push made before taking the tail lock: undone (counted
+/// as neither admitted nor released) unless it reaches its entry, also
+/// while unwinding (invariant 4).
+struct Reserved<'a> {
+    node: &'a Node,
+    bytes: usize,
+    class: BudgetClass,
+    armed: bool,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.node.undo_reservation(self.bytes, self.class);
+        }
+    }
 }
 
 /// A FIFO of items that each hold a permit of the queue's budget.
@@ -160,18 +267,23 @@ impl<T> BudgetedQueue<T> {
             inner: Arc::new(QueueInner {
                 stamping: AtomicBool::new(stamping),
                 budget,
-                state: Mutex::new(QueueState {
-                    items: VecDeque::new(),
-                    retained_bytes: 0,
-                    closed: false,
+                head: Padded(Mutex::new(Side::new())),
+                tail: Padded(Mutex::new(Tail {
+                    side: Side::new(),
+                    newest_stamp: Duration::ZERO,
+                })),
+                closed: AtomicBool::new(false),
+                wake: Padded(ReaderWake {
+                    readers: Notify::new(),
+                    readers_waiting: AtomicUsize::new(0),
                 }),
-                readers: Notify::new(),
-                readers_waiting: AtomicUsize::new(0),
-                waiters: AtomicUsize::new(0),
-                throttled: AtomicU64::new(0),
-                rejected: AtomicU64::new(0),
-                waited: AtomicU64::new(0),
-                deadline_exceeded: AtomicU64::new(0),
+                stats: Padded(QueueStats {
+                    waiters: AtomicUsize::new(0),
+                    throttled: AtomicU64::new(0),
+                    rejected: AtomicU64::new(0),
+                    waited: AtomicU64::new(0),
+                    deadline_exceeded: AtomicU64::new(0),
+                }),
             }),
         }
     }
@@ -187,6 +299,27 @@ impl<T> BudgetedQueue<T> {
 
     fn now(&self) -> Duration {
         self.inner.budget.monotonic_now()
+    }
+
+    /// Both sides locked, the tail moved behind the head (invariant 3).
+    fn whole(&self) -> Whole<'_, T> {
+        let mut head = self.inner.head.0.lock();
+        let mut tail = self.inner.tail.0.lock();
+        if head.items.is_empty() {
+            // Cheaper than appending: the head takes the tail's deque.
+            std::mem::swap(&mut *head, &mut tail.side);
+        } else {
+            let moved = std::mem::take(&mut tail.side.bytes);
+            head.items.append(&mut tail.side.items);
+            head.bytes += moved;
+        }
+        Whole { head, tail }
+    }
+
+    /// Whether a push under the tail lock must be refused as `Closed`:
+    /// the queue or its budget closed (invariant 8).
+    fn refuses_under_tail(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire) || self.inner.budget.is_closed()
     }
 
     /// Pushes without waiting (any policy).
@@ -239,7 +372,7 @@ impl<T> BudgetedQueue<T> {
     /// Counts a refused push once (in `rejected_count`).
     fn counted(&self, outcome: QueuePushOutcome<T>) -> QueuePushOutcome<T> {
         if !outcome.is_accepted() {
-            self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+            self.inner.stats.0.rejected.fetch_add(1, Ordering::Relaxed);
         }
         outcome
     }
@@ -247,31 +380,112 @@ impl<T> BudgetedQueue<T> {
     /// One push attempt paid by `charge`; a refusal is not counted in the
     /// queue's `rejected_count` here (see [`Charge::Reserve`] for the
     /// budget's). A refused charge is dropped (a permit is released).
-    fn push_once(&self, item: T, mut charge: Charge) -> QueuePushOutcome<T> {
+    fn push_once(&self, item: T, charge: Charge) -> QueuePushOutcome<T> {
+        match (&charge, self.policy()) {
+            (
+                Charge::Reserve {
+                    bytes,
+                    class,
+                    counted,
+                },
+                FullPolicy::Reject | FullPolicy::WaitUntilDeadline | FullPolicy::CoalesceLatest,
+            ) => {
+                let (bytes, class, counted) = (*bytes, *class, *counted);
+                self.push_reserved_first(item, bytes, class, counted)
+            }
+            _ => self.push_whole(item, charge),
+        }
+    }
+
+    /// Invariant 4: reserve (or refuse) outside any lock, then append under
+    /// the tail lock.
+    fn push_reserved_first(
+        &self,
+        item: T,
+        bytes: usize,
+        class: BudgetClass,
+        counted: bool,
+    ) -> QueuePushOutcome<T> {
         let inner = &*self.inner;
-        // One clock read serves the age checks and the new entry's stamp,
-        // taken only while something reads stamps (invariant 10). It comes
-        // before the lock (not held across a user clock) and before the
-        // reservation: nothing can fail between a reservation and its
-        // entry being queued (a panicking user clock leaves nothing
-        // reserved).
+        let node = &*inner.budget.node;
+        // The clock before any reservation (invariant 6).
         let mut now = self.stamping_hint().then(|| self.now());
-        // Declared before the guard: dropped after the lock is released.
-        let mut discarded = Discarded::new(&inner.budget.node);
-        let policy = self.policy();
-        let mut state = inner.state.lock();
+        if inner.closed.load(Ordering::Acquire) {
+            return self.reject(item, QueuePushRejection::Closed);
+        }
+        let refused = node.refusal_at_own_level(bytes, class, counted);
+        let reserved = match refused.map_or_else(|| node.reserve(bytes, class, counted), Err) {
+            Ok(()) => Reserved {
+                node,
+                bytes,
+                class,
+                armed: true,
+            },
+            Err(rejection) => {
+                if rejection.dimension() == Some(BudgetDimension::Rate) {
+                    inner.stats.0.throttled.fetch_add(1, Ordering::Relaxed);
+                }
+                return match self.policy() {
+                    _ if rejection.is_closed() || inner.budget.is_closed() => {
+                        self.reject(item, QueuePushRejection::Closed)
+                    }
+                    FullPolicy::CoalesceLatest if self.coalescible(&rejection, bytes, class) => {
+                        // Coalescing replaces the queued items: under both
+                        // locks (the refusal is already counted).
+                        self.push_whole(item, Charge::reserve(bytes, class, false))
+                    }
+                    _ => self.reject(item, QueuePushRejection::BudgetExhausted(rejection)),
+                };
+            }
+        };
+        let mut tail = inner.tail.0.lock();
         if now.is_none() && inner.stamping.load(Ordering::Relaxed) {
             // Observed since the hint was read: stamp this entry too,
-            // reading the clock outside the lock (stamping stays on).
-            drop(state);
+            // reading the clock outside the lock (`reserved` is undone if
+            // the clock panics).
+            drop(tail);
             now = Some(self.now());
-            state = inner.state.lock();
+            tail = inner.tail.0.lock();
         }
-        // Unread only while no entry is stamped (invariant 10).
+        if self.refuses_under_tail() {
+            drop(tail);
+            drop(reserved);
+            return self.reject(item, QueuePushRejection::Closed);
+        }
+        let mut reserved = reserved;
+        reserved.armed = false;
+        self.enqueue(&mut tail, item, bytes, class, now.unwrap_or_default());
+        drop(tail);
+        self.wake_reader();
+        QueuePushOutcome::Enqueued
+    }
+
+    /// A push under both locks: the policies that look at the head first
+    /// (`DropStale`, `CloseSlowConsumer`), coalescing, and pushes of a
+    /// producer's permit (invariant 4).
+    fn push_whole(&self, item: T, mut charge: Charge) -> QueuePushOutcome<T> {
+        let inner = &*self.inner;
+        // One clock read serves the age checks and the new entry's stamp,
+        // taken only while something reads stamps (invariant 11). It comes
+        // before the locks (not held across a user clock) and before the
+        // reservation: a panicking user clock leaves nothing reserved.
+        let mut now = self.stamping_hint().then(|| self.now());
+        // Declared before the guards: dropped after the locks are released.
+        let mut discarded = Discarded::new(&inner.budget.node);
+        let policy = self.policy();
+        let mut whole = self.whole();
+        if now.is_none() && inner.stamping.load(Ordering::Relaxed) {
+            // Observed since the hint was read: stamp this entry too,
+            // reading the clock outside the locks (stamping stays on).
+            drop(whole);
+            now = Some(self.now());
+            whole = self.whole();
+        }
+        // Unread only while no entry is stamped (invariant 11).
         let now = now.unwrap_or_default();
         // A closed budget refuses the reservation below (as `Closed`); the
         // policies that discard before reserving must not run on it.
-        if state.closed
+        if inner.closed.load(Ordering::Acquire)
             || (matches!(
                 policy,
                 FullPolicy::DropStale | FullPolicy::CloseSlowConsumer
@@ -281,21 +495,22 @@ impl<T> BudgetedQueue<T> {
         }
         let dropped = match policy {
             FullPolicy::DropStale => {
-                let dropped = self.drop_stale(&mut state, now, &mut discarded);
+                let dropped = self.drop_stale(&mut whole.head, now, &mut discarded);
                 // The fresh item may need the stale items' room: give it
-                // back before reserving (invariant 4's exception).
+                // back before reserving (invariant 5's exception).
                 discarded.release_now();
                 dropped
             }
-            FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
-                self.close_slow_consumer(&mut state, &mut discarded);
+            FullPolicy::CloseSlowConsumer if self.head_is_stale(&whole.head, now) => {
+                self.close_slow_consumer(&mut whole.head, &mut discarded);
                 return self.reject(item, QueuePushRejection::SlowConsumerClosed);
             }
             _ => 0,
         };
         let outcome = match charge.take(&inner.budget.node) {
             Ok(()) => {
-                self.enqueue(&mut state, item, charge, now);
+                let (bytes, class) = charge.into_reserved();
+                self.enqueue(&mut whole.tail, item, bytes, class, now);
                 if dropped > 0 {
                     QueuePushOutcome::DroppedStale { dropped }
                 } else {
@@ -304,7 +519,7 @@ impl<T> BudgetedQueue<T> {
             }
             Err(rejection) => {
                 if rejection.dimension() == Some(BudgetDimension::Rate) {
-                    inner.throttled.fetch_add(1, Ordering::Relaxed);
+                    inner.stats.0.throttled.fetch_add(1, Ordering::Relaxed);
                 }
                 match policy {
                     // A full budget behind a closed gate refuses by
@@ -316,15 +531,16 @@ impl<T> BudgetedQueue<T> {
                     FullPolicy::CoalesceLatest
                         if self.coalescible(&rejection, charge.bytes(), charge.class()) =>
                     {
-                        let replaced = self.discard_all(&mut state, &mut discarded);
+                        let replaced = self.discard_all(&mut whole.head, &mut discarded);
                         // The replacement takes the displaced items' room
-                        // under this lock; they are dropped once it is
-                        // queued and the lock released.
+                        // under these locks; they are dropped once it is
+                        // queued and the locks released.
                         discarded.release_now();
                         inner.budget.record_coalesced(replaced as u64);
                         match charge.take(&inner.budget.node) {
                             Ok(()) => {
-                                self.enqueue(&mut state, item, charge, now);
+                                let (bytes, class) = charge.into_reserved();
+                                self.enqueue(&mut whole.tail, item, bytes, class, now);
                                 QueuePushOutcome::Coalesced { replaced }
                             }
                             Err(rejection) if rejection.is_closed() => {
@@ -336,14 +552,14 @@ impl<T> BudgetedQueue<T> {
                         }
                     }
                     FullPolicy::CloseSlowConsumer => {
-                        self.close_slow_consumer(&mut state, &mut discarded);
+                        self.close_slow_consumer(&mut whole.head, &mut discarded);
                         self.reject(item, QueuePushRejection::SlowConsumerClosed)
                     }
                     _ => self.reject(item, QueuePushRejection::BudgetExhausted(rejection)),
                 }
             }
         };
-        drop(state);
+        drop(whole);
         if outcome.is_accepted() {
             self.wake_reader();
         }
@@ -362,7 +578,10 @@ impl<T> BudgetedQueue<T> {
 
     /// Pops the oldest item; its permit is released here.
     pub fn try_pop(&self) -> Option<T> {
-        self.pop_entry(false).map(|entry| self.released(entry))
+        match self.pop_entry(false) {
+            Popped::Entry(entry) => Some(self.released(entry)),
+            Popped::Empty { .. } => None,
+        }
     }
 
     /// Pops the oldest item with its permit still held.
@@ -373,44 +592,70 @@ impl<T> BudgetedQueue<T> {
     /// `snapshot`, `try_pop_budgeted` or `recv_budgeted`. An item queued
     /// before that carries the time of that first observation.
     pub fn try_pop_budgeted(&self) -> Option<BudgetedItem<T>> {
-        self.pop_entry(true).map(|entry| self.budgeted(entry))
+        match self.pop_entry(true) {
+            Popped::Entry(entry) => Some(self.budgeted(entry)),
+            Popped::Empty { .. } => None,
+        }
     }
 
     /// Removes the oldest entry (after dropping stale ones under
     /// `DropStale`); its reservation moves to the caller. `observe`: the
     /// caller reads the entry's stamp (stamping starts).
-    fn pop_entry(&self, observe: bool) -> Option<Entry<T>> {
-        // The user clock is read before the lock, as a push reads it.
+    fn pop_entry(&self, observe: bool) -> Popped<T> {
         let policy = self.policy();
         let aged = matches!(
             policy,
             FullPolicy::DropStale | FullPolicy::CloseSlowConsumer
         );
-        let now = (aged || (observe && !self.stamping_hint())).then(|| self.now());
-        // Declared before the guard: dropped after the lock is released.
-        let mut discarded = Discarded::new(&self.inner.budget.node);
-        let mut state = self.inner.state.lock();
-        if let Some(now) = now {
-            if observe {
-                // A no-op when stamping had started (the hint was stale).
-                self.start_stamping(&mut state, now);
-            }
-            match policy {
-                FullPolicy::DropStale => {
-                    self.drop_stale(&mut state, now, &mut discarded);
-                }
-                // A stale head found by a pop closes the queue as one
-                // found by a push does (invariant 11).
-                FullPolicy::CloseSlowConsumer if self.head_is_stale(&state, now) => {
-                    self.close_slow_consumer(&mut state, &mut discarded);
-                    return None;
-                }
-                _ => {}
-            }
+        if aged || (observe && !self.stamping_hint()) {
+            return self.pop_whole(policy, observe);
         }
-        let entry = state.items.pop_front()?;
-        state.retained_bytes -= entry.bytes;
-        Some(entry)
+        let mut head = self.inner.head.0.lock();
+        if let Some(entry) = head.pop_front() {
+            return Popped::Entry(entry);
+        }
+        // The head ran dry: take the whole tail (invariant 3), and decide
+        // "closed" under the tail lock (invariant 8).
+        let mut tail = self.inner.tail.0.lock();
+        std::mem::swap(&mut *head, &mut tail.side);
+        let closed = head.items.is_empty() && self.refuses_under_tail();
+        drop(tail);
+        match head.pop_front() {
+            Some(entry) => Popped::Entry(entry),
+            None => Popped::Empty { closed },
+        }
+    }
+
+    /// A pop under both locks: the age policies look at the head, and the
+    /// first observation stamps every entry.
+    fn pop_whole(&self, policy: FullPolicy, observe: bool) -> Popped<T> {
+        // The user clock is read before the locks, as a push reads it.
+        let now = self.now();
+        // Declared before the guards: dropped after the locks are released.
+        let mut discarded = Discarded::new(&self.inner.budget.node);
+        let mut whole = self.whole();
+        if observe {
+            // A no-op when stamping had started (the hint was stale).
+            self.start_stamping(&mut whole, now);
+        }
+        match policy {
+            FullPolicy::DropStale => {
+                self.drop_stale(&mut whole.head, now, &mut discarded);
+            }
+            // A stale head found by a pop closes the queue as one found by
+            // a push does (invariant 12).
+            FullPolicy::CloseSlowConsumer if self.head_is_stale(&whole.head, now) => {
+                self.close_slow_consumer(&mut whole.head, &mut discarded);
+                return Popped::Empty { closed: true };
+            }
+            _ => {}
+        }
+        match whole.head.pop_front() {
+            Some(entry) => Popped::Entry(entry),
+            None => Popped::Empty {
+                closed: self.refuses_under_tail(),
+            },
+        }
     }
 
     /// Gives a removed entry's reservation back and returns its item.
@@ -465,17 +710,19 @@ impl<T> BudgetedQueue<T> {
     /// [`pop_entry`](Self::pop_entry).
     async fn recv_entry(&self, observe: bool) -> Option<Entry<T>> {
         // Fast path: no notification registration while items are queued.
-        if let Some(entry) = self.pop_entry(observe) {
-            return Some(entry);
+        match self.pop_entry(observe) {
+            Popped::Entry(entry) => return Some(entry),
+            Popped::Empty { closed: true } => return None,
+            Popped::Empty { closed: false } => {}
         }
-        let _watch = Watch::new(&self.inner.readers_waiting);
+        let _watch = Watch::new(&self.inner.wake.0.readers_waiting);
         // A dynamic key closing above the queue's budget closes the queue
         // without touching it: listen for that too.
         let key_closed = &self.inner.budget.node.tree.closed;
-        notified_by_either(&self.inner.readers, key_closed, || {
+        notified_by_either(&self.inner.wake.0.readers, key_closed, || {
             match self.pop_entry(observe) {
-                Some(entry) => Some(Some(entry)),
-                None => self.is_closed().then_some(None),
+                Popped::Entry(entry) => Some(Some(entry)),
+                Popped::Empty { closed } => closed.then_some(None),
             }
         })
         .await
@@ -484,14 +731,14 @@ impl<T> BudgetedQueue<T> {
     /// Removes (and releases) the items `keep` rejects, preserving order;
     /// returns how many. A panic in `keep` leaves every item not yet
     /// removed queued (with its charge) and is then resumed; removed items
-    /// are dropped after the queue's lock is released.
+    /// are dropped after the queue's locks are released.
     pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) -> usize {
         // Declared before `removed`: while unwinding it is dropped after the
         // removed items, so their reservations still go back.
         let mut release = Release::new(&self.inner.budget.node);
-        let mut guard = self.inner.state.lock();
-        let state = &mut *guard;
-        let mut remaining = std::mem::take(&mut state.items);
+        let mut whole = self.whole();
+        let head = &mut *whole.head;
+        let mut remaining = std::mem::take(&mut head.items);
         let mut kept = VecDeque::with_capacity(remaining.len());
         let mut removed = Vec::new();
         let mut panicked = None;
@@ -499,7 +746,7 @@ impl<T> BudgetedQueue<T> {
             match catch_unwind(AssertUnwindSafe(|| keep(&entry.item))) {
                 Ok(true) => kept.push_back(entry),
                 Ok(false) => {
-                    state.retained_bytes -= entry.bytes;
+                    head.bytes -= entry.bytes;
                     release.add(entry.bytes, entry.class);
                     removed.push(entry.item);
                 }
@@ -510,8 +757,8 @@ impl<T> BudgetedQueue<T> {
                 }
             }
         }
-        state.items = kept;
-        drop(guard);
+        head.items = kept;
+        drop(whole);
         let count = removed.len();
         drop(removed);
         drop(release);
@@ -524,19 +771,21 @@ impl<T> BudgetedQueue<T> {
     /// Closes the queue: pushes are refused, accepted items still drain,
     /// producers and consumers are woken.
     pub fn close(&self) {
-        self.inner.state.lock().closed = true;
+        let tail = self.inner.tail.0.lock();
+        self.inner.closed.store(true, Ordering::Release);
+        drop(tail);
         self.wake_all();
     }
 
     /// Wakes one parked consumer, if any watches.
     fn wake_reader(&self) {
-        if self.inner.readers_waiting.load(Ordering::SeqCst) > 0 {
-            self.inner.readers.notify_one();
+        if self.inner.wake.0.readers_waiting.load(Ordering::SeqCst) > 0 {
+            self.inner.wake.0.readers.notify_one();
         }
     }
 
     fn wake_all(&self) {
-        self.inner.readers.notify_waiters();
+        self.inner.wake.0.readers.notify_waiters();
         self.inner.budget.node.tree.released.notify_waiters();
     }
 
@@ -544,12 +793,14 @@ impl<T> BudgetedQueue<T> {
     /// or because the queue's budget is closed (a closed dynamic key at or
     /// above it).
     pub fn is_closed(&self) -> bool {
-        self.inner.state.lock().closed || self.inner.budget.is_closed()
+        self.inner.closed.load(Ordering::Acquire) || self.inner.budget.is_closed()
     }
 
     /// Items queued.
     pub fn len(&self) -> usize {
-        self.inner.state.lock().items.len()
+        let head = self.inner.head.0.lock();
+        let tail = self.inner.tail.0.lock();
+        head.items.len() + tail.side.items.len()
     }
 
     /// True when nothing is queued.
@@ -566,27 +817,28 @@ impl<T> BudgetedQueue<T> {
     pub fn snapshot(&self) -> QueueSnapshot {
         let now = self.now();
         let inner = &*self.inner;
-        let mut state = inner.state.lock();
-        self.start_stamping(&mut state, now);
+        let mut whole = self.whole();
+        self.start_stamping(&mut whole, now);
         let budget = inner.budget.snapshot();
+        let head = &whole.head;
         QueueSnapshot {
             path: Arc::clone(&budget.path),
-            depth: state.items.len(),
-            reserved_count: state.items.len(),
-            retained_bytes: state.retained_bytes,
-            oldest_age: state
+            depth: head.items.len(),
+            reserved_count: head.items.len(),
+            retained_bytes: head.bytes,
+            oldest_age: head
                 .items
                 .front()
                 .map(|entry| now.saturating_sub(entry.enqueued_at)),
-            throttled_count: inner.throttled.load(Ordering::Relaxed),
-            rejected_count: inner.rejected.load(Ordering::Relaxed),
+            throttled_count: inner.stats.0.throttled.load(Ordering::Relaxed),
+            rejected_count: inner.stats.0.rejected.load(Ordering::Relaxed),
             dropped_count: budget.dropped_count,
             coalesced_count: budget.coalesced_count,
             closed_slow_consumer_count: budget.closed_slow_consumer_count,
-            waiters: inner.waiters.load(Ordering::SeqCst),
-            wait_count: inner.waited.load(Ordering::Relaxed),
-            deadline_exceeded_count: inner.deadline_exceeded.load(Ordering::Relaxed),
-            closed: state.closed || inner.budget.is_closed(),
+            waiters: inner.stats.0.waiters.load(Ordering::SeqCst),
+            wait_count: inner.stats.0.waited.load(Ordering::Relaxed),
+            deadline_exceeded_count: inner.stats.0.deadline_exceeded.load(Ordering::Relaxed),
+            closed: self.is_closed(),
         }
     }
 
@@ -599,11 +851,16 @@ impl<T> Drop for QueueInner<T> {
     /// The last handle is gone: the entries still queued give their
     /// reservations back once their items are dropped.
     fn drop(&mut self) {
-        let items = {
-            let mut state = self.state.lock();
-            state.retained_bytes = 0;
-            std::mem::take(&mut state.items)
+        let mut items = {
+            let mut head = self.head.0.lock();
+            head.bytes = 0;
+            std::mem::take(&mut head.items)
         };
+        {
+            let mut tail = self.tail.0.lock();
+            tail.side.bytes = 0;
+            items.append(&mut tail.side.items);
+        }
         let release = Release::all(&self.budget.node, &items);
         drop(items);
         drop(release);

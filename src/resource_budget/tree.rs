@@ -73,14 +73,15 @@ pub const DEFAULT_MAX_DYNAMIC_BUDGET_KEYS: usize = 4_096;
 pub(crate) struct TreeState {
     pub(super) id: u64,
     pub(crate) clock: Arc<dyn MonotonicClock>,
-    /// Woken when capacity returns anywhere in the tree (while armed).
-    pub(crate) released: Notify,
     /// Set by a waiter after it registers for `released` and before it
     /// re-checks capacity; the first release that finds it set clears it
     /// and wakes every registered waiter, later releases skip the wake-up
     /// until a waiter arms again (one notification per wait, not one per
-    /// release).
-    release_armed: AtomicBool,
+    /// release). Every release reads it: on a line of its own, away from
+    /// the `released` notification that waiters write.
+    release_armed: ReleaseArmed,
+    /// Woken when capacity returns anywhere in the tree (while armed).
+    pub(crate) released: Notify,
     /// Woken (every waiter) when a dynamic key of the tree closes, so
     /// consumers parked on queues built under it see the close at once.
     pub(crate) closed: Notify,
@@ -94,6 +95,11 @@ impl fmt::Debug for TreeState {
             .finish_non_exhaustive()
     }
 }
+
+/// [`TreeState::release_armed`], on its own cache lines.
+#[derive(Debug)]
+#[repr(align(128))]
+struct ReleaseArmed(AtomicBool);
 
 /// The registry of one tree's dynamic keys.
 #[derive(Debug)]
@@ -141,6 +147,16 @@ pub(crate) struct Node {
     pub(super) data_usage: Option<Usage>,
     rate: Option<Mutex<TokenBucket>>,
     pub(crate) gate: Option<Gate>,
+    /// On lines of their own: refusals write them, while every
+    /// reservation reads the level's limit, parent and gate.
+    pub(crate) stats: NodeStats,
+}
+
+/// A level's statistics (tree invariant 8), apart from its read-mostly
+/// fields.
+#[derive(Debug)]
+#[repr(align(128))]
+pub(crate) struct NodeStats {
     rejected: StatCounter,
     throttled: StatCounter,
     pub(crate) dropped: StatCounter,
@@ -189,11 +205,13 @@ impl Node {
             ),
             rate,
             gate,
-            rejected: StatCounter::new(0),
-            throttled: StatCounter::new(0),
-            dropped: StatCounter::new(0),
-            coalesced: StatCounter::new(0),
-            closed_slow_consumer: StatCounter::new(0),
+            stats: NodeStats {
+                rejected: StatCounter::new(0),
+                throttled: StatCounter::new(0),
+                dropped: StatCounter::new(0),
+                coalesced: StatCounter::new(0),
+                closed_slow_consumer: StatCounter::new(0),
+            },
         }
     }
 
@@ -238,7 +256,7 @@ impl Node {
                 data.sub(count, bytes);
             }
             self.usage.sub(count, bytes);
-            self.throttled.fetch_add(1, Ordering::Relaxed);
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
             return Err(BudgetDimension::Rate);
         }
         self.usage.admitted(count);
@@ -386,9 +404,9 @@ impl Node {
     /// `rejected_count` at `at` and, when the request came through a
     /// deeper level, at this level (the one the caller asked) as well.
     pub(super) fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
-        at.rejected.fetch_add(1, Ordering::Relaxed);
+        at.stats.rejected.fetch_add(1, Ordering::Relaxed);
         if !std::ptr::eq(self, at) {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
         }
         self.rejection(at, BudgetRejectionReason::Capacity(dimension))
     }
@@ -457,6 +475,61 @@ impl Node {
         }
     }
 
+    /// The refusal a reservation of `bytes` of `class` meets at this very
+    /// level, judged from a read of its use without reserving, or `None`
+    /// when this level has room. A full level (the common refusal of a
+    /// full queue) then names the root-most level without room, as
+    /// [`reserve`](Self::reserve) would (invariant 2: ancestors are
+    /// reserved first), having written nothing: no rollback, no transient
+    /// use at the shared levels, nobody woken. Counted like a
+    /// reservation's refusal when `counted`.
+    pub(crate) fn refusal_at_own_level(
+        &self,
+        bytes: usize,
+        class: BudgetClass,
+        counted: bool,
+    ) -> Option<BudgetRejection> {
+        let lacks = |node: &Node| {
+            let lacks_in = |usage: &Usage, (count_limit, bytes_limit): (usize, usize)| {
+                let (count, used) = usage.load();
+                if count >= count_limit {
+                    Some(BudgetDimension::Count)
+                } else if bytes > bytes_limit.saturating_sub(used) {
+                    Some(BudgetDimension::Bytes)
+                } else {
+                    None
+                }
+            };
+            let capacity = &node.limit.capacity;
+            lacks_in(&node.usage, (capacity.count, capacity.bytes)).or_else(|| {
+                node.data_share(class)
+                    .and_then(|data| lacks_in(data, data_capacity(&node.limit)))
+            })
+        };
+        let mut refused = (self, lacks(self)?);
+        // Leaf to root: the last level found without room is the root-most.
+        for node in self.ancestors().skip(1) {
+            if let Some(dimension) = lacks(node) {
+                refused = (node, dimension);
+            }
+        }
+        let (at, dimension) = refused;
+        Some(if counted {
+            self.refused(at, dimension)
+        } else {
+            self.rejection(at, BudgetRejectionReason::Capacity(dimension))
+        })
+    }
+
+    /// Takes back a reservation [`reserve`](Self::reserve) made that will
+    /// not stand (its queue turned out closed): counted as neither
+    /// admitted nor released, its rate tokens given back, capacity waiters
+    /// woken (the transient use may have made one park).
+    pub(crate) fn undo_reservation(&self, bytes: usize, class: BudgetClass) {
+        self.roll_back_chain(1, bytes, class, true, None);
+        self.tree.notify_released();
+    }
+
     /// Gives back `count` reservations of `bytes` in total (of one class)
     /// along the whole chain and wakes waiting producers.
     #[inline]
@@ -481,11 +554,11 @@ impl Node {
             current_bytes: counts.bytes,
             admitted_count: counts.admitted,
             released_count: counts.released,
-            rejected_count: self.rejected.load(Ordering::Relaxed),
-            throttled_count: self.throttled.load(Ordering::Relaxed),
-            dropped_count: self.dropped.load(Ordering::Relaxed),
-            coalesced_count: self.coalesced.load(Ordering::Relaxed),
-            closed_slow_consumer_count: self.closed_slow_consumer.load(Ordering::Relaxed),
+            rejected_count: self.stats.rejected.load(Ordering::Relaxed),
+            throttled_count: self.stats.throttled.load(Ordering::Relaxed),
+            dropped_count: self.stats.dropped.load(Ordering::Relaxed),
+            coalesced_count: self.stats.coalesced.load(Ordering::Relaxed),
+            closed_slow_consumer_count: self.stats.closed_slow_consumer.load(Ordering::Relaxed),
         }
     }
 
@@ -542,8 +615,8 @@ impl TreeState {
     #[inline]
     pub(crate) fn notify_released(&self) {
         crate::loom::seq_cst_handshake();
-        if self.release_armed.load(Ordering::SeqCst)
-            && self.release_armed.swap(false, Ordering::SeqCst)
+        if self.release_armed.0.load(Ordering::SeqCst)
+            && self.release_armed.0.swap(false, Ordering::SeqCst)
         {
             self.released.notify_waiters();
         }
@@ -553,7 +626,7 @@ impl TreeState {
     /// enabling a `released.notified()` and before re-checking capacity.
     #[inline]
     pub(crate) fn arm_release_wake(&self) {
-        self.release_armed.store(true, Ordering::SeqCst);
+        self.release_armed.0.store(true, Ordering::SeqCst);
         crate::loom::seq_cst_handshake();
     }
 }
@@ -584,7 +657,7 @@ impl Node {
             id: NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed),
             clock,
             released: Notify::new(),
-            release_armed: AtomicBool::new(false),
+            release_armed: ReleaseArmed(AtomicBool::new(false)),
             closed: Notify::new(),
             dynamic: DynamicRegistry::new(max_entries),
         });

@@ -30,6 +30,9 @@
 //!    tree's release wake-up and then reads the usage, a releaser lowers the
 //!    usage and then reads the flag, and only a single total order over those
 //!    four accesses guarantees that one of them sees the other.
+//! 8. A `Usage` sits on cache lines of its own: the producers' and the
+//!    consumers' cores both write it, and sharing a line with the level's
+//!    read-mostly fields would make every reservation miss on those too.
 
 use crate::loom::{AtomicU64, AtomicUsize, Mutex, Ordering, StatCounter};
 use crate::resource_budget::types::BudgetDimension;
@@ -43,7 +46,12 @@ fn bits(value: usize) -> u32 {
     usize::BITS - value.leading_zeros()
 }
 
+/// Aligned to its own cache lines (two, for the adjacent-line prefetch):
+/// every reservation and release writes it, on whichever core runs them,
+/// while the level's read-mostly fields (limit, parent, gate) are read by
+/// every reservation (invariant 8).
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct Usage {
     repr: Repr,
     /// Admissions, kept only when the word has no release counter.

@@ -1,17 +1,19 @@
-//! What the full policies do to the queued items under the queue's lock:
+//! What the full policies do to the queued items under both of the queue's
+//! locks (the tail moved behind the head, so `head` holds every entry):
 //! drop the stale head (`DropStale`), replace the queued state
 //! (`CoalesceLatest`), close a slow consumer (`CloseSlowConsumer`). The
-//! discarded items go to a [`Discarded`] list, dropped after the lock.
+//! discarded items go to a [`Discarded`] list, dropped after the locks.
 
 use std::time::Duration;
 
 use super::charge::Discarded;
-use super::{BudgetedQueue, QueueState};
+use super::{BudgetedQueue, Side};
+use crate::loom::Ordering;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection};
 
 impl<T> BudgetedQueue<T> {
     /// Whether the oldest item is at least `max_age` old at `now`.
-    pub(super) fn head_is_stale(&self, state: &QueueState<T>, now: Duration) -> bool {
+    pub(super) fn head_is_stale(&self, state: &Side<T>, now: Duration) -> bool {
         let Some(max_age) = self.inner.budget.limit().max_age else {
             return false;
         };
@@ -25,14 +27,13 @@ impl<T> BudgetedQueue<T> {
     /// returns how many.
     pub(super) fn drop_stale(
         &self,
-        state: &mut QueueState<T>,
+        state: &mut Side<T>,
         now: Duration,
         discarded: &mut Discarded<'_, T>,
     ) -> usize {
         let mut dropped = 0;
         while self.head_is_stale(state, now) {
-            if let Some(entry) = state.items.pop_front() {
-                state.retained_bytes -= entry.bytes;
+            if let Some(entry) = state.pop_front() {
                 discarded.push(entry);
                 dropped += 1;
             }
@@ -62,11 +63,11 @@ impl<T> BudgetedQueue<T> {
     /// Moves every queued item to `discarded`; returns how many.
     pub(super) fn discard_all(
         &self,
-        state: &mut QueueState<T>,
+        state: &mut Side<T>,
         discarded: &mut Discarded<'_, T>,
     ) -> usize {
         let replaced = state.items.len();
-        state.retained_bytes = 0;
+        state.bytes = 0;
         for entry in state.items.drain(..) {
             discarded.push(entry);
         }
@@ -75,10 +76,11 @@ impl<T> BudgetedQueue<T> {
 
     pub(super) fn close_slow_consumer(
         &self,
-        state: &mut QueueState<T>,
+        state: &mut Side<T>,
         discarded: &mut Discarded<'_, T>,
     ) {
-        state.closed = true;
+        // Both locks are held (the closed flag is set under the tail's).
+        self.inner.closed.store(true, Ordering::Release);
         let dropped = self.discard_all(state, discarded);
         self.inner.budget.record_dropped(dropped as u64);
         self.inner.budget.record_slow_consumer_closed();

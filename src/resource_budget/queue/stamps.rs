@@ -11,23 +11,24 @@
 //!    nobody reads never reads the clock for its stamps. Where a clock read
 //!    costs 25–35 ns (a virtual machine's `clock_gettime`), it is about a
 //!    third of a push and pop.
-//! 2. `QueueInner::stamping` is written only under the queue's lock and
-//!    never goes back to false, so every queued entry is stamped exactly
+//! 2. `QueueInner::stamping` is written only under both of the queue's
+//!    locks and never goes back to false, so every queued entry is stamped exactly
 //!    while it is set: the observation that sets it gives the entries
 //!    already queued the reading it took just before the lock (an entry
 //!    queued between that reading and the lock counts as slightly older),
 //!    and a push that read it as false before the lock and finds it true
 //!    under the lock releases the lock, reads the clock and takes the lock
-//!    again. A stamp's clock read is never taken under the lock (queue
-//!    invariant 5).
+//!    again. A stamp's clock read is never taken under a lock (queue
+//!    invariant 6).
 //! 3. Before stamping starts, entries carry a zero stamp that nothing reads:
 //!    no age check runs without a `max_age`, and every reader of a stamp
 //!    starts stamping first.
 
 use std::time::Duration;
 
-use super::{BudgetedQueue, Charge, Entry, QueueState};
+use super::{BudgetedQueue, Entry, Tail, Whole};
 use crate::loom::Ordering;
+use crate::resource_budget::types::BudgetClass;
 
 impl<T> BudgetedQueue<T> {
     /// Whether pushes stamp their entries, as read before taking the lock
@@ -37,44 +38,43 @@ impl<T> BudgetedQueue<T> {
         self.inner.stamping.load(Ordering::Relaxed)
     }
 
-    /// Starts stamping under the queue's lock (held through `state`): the
-    /// entries already queued take `now`, the reading of the observation
-    /// that starts it.
-    pub(super) fn start_stamping(&self, state: &mut QueueState<T>, now: Duration) {
+    /// Starts stamping under both of the queue's locks (held through
+    /// `whole`): the entries already queued take `now`, the reading of the
+    /// observation that starts it.
+    pub(super) fn start_stamping(&self, whole: &mut Whole<'_, T>, now: Duration) {
         if self.inner.stamping.load(Ordering::Relaxed) {
             return;
         }
-        for entry in &mut state.items {
+        for entry in &mut whole.head.items {
             entry.enqueued_at = now;
         }
+        whole.tail.newest_stamp = whole.tail.newest_stamp.max(now);
         self.inner.stamping.store(true, Ordering::Relaxed);
     }
 
-    /// Queues `item` with the reservation `charge` just took, stamped
-    /// `enqueued_at` (read before the lock and the reservation; zero while
-    /// stamping has not started), or the newest queued item's stamp if that
-    /// is later.
+    /// Queues `item` with the reservation (`bytes` of `class`) its push
+    /// just took, stamped `enqueued_at` (read before the lock and the
+    /// reservation; zero while stamping has not started), or the newest
+    /// queued stamp if that is later. The tail lock is held.
     pub(super) fn enqueue(
         &self,
-        state: &mut QueueState<T>,
+        tail: &mut Tail<T>,
         item: T,
-        charge: Charge,
+        bytes: usize,
+        class: BudgetClass,
         enqueued_at: Duration,
     ) {
-        let (bytes, class) = charge.into_reserved();
         // The clock was read before the lock: a push that read it earlier
         // may get here later. Stamps stay ordered like the queue (the age
         // checks look at the head only).
-        let enqueued_at = state
-            .items
-            .back()
-            .map_or(enqueued_at, |newest| enqueued_at.max(newest.enqueued_at));
-        state.items.push_back(Entry {
+        let enqueued_at = enqueued_at.max(tail.newest_stamp);
+        tail.newest_stamp = enqueued_at;
+        tail.side.items.push_back(Entry {
             item,
             bytes,
             class,
             enqueued_at,
         });
-        state.retained_bytes += bytes;
+        tail.side.bytes += bytes;
     }
 }

@@ -65,7 +65,7 @@ impl<T> BudgetedQueue<T> {
         };
         let inner = &*self.inner;
         let tree = &inner.budget.node.tree;
-        let _waiting = Watch::new(&inner.waiters);
+        let _waiting = Watch::new(&inner.stats.0.waiters);
         let mut waited = false;
         // One timer for the whole wait (registered on its first poll), not
         // one per wake-up.
@@ -109,7 +109,7 @@ impl<T> BudgetedQueue<T> {
             }
             if !waited {
                 waited = true;
-                inner.waited.fetch_add(1, Ordering::Relaxed);
+                inner.stats.0.waited.fetch_add(1, Ordering::Relaxed);
             }
             tokio::select! {
                 biased;
@@ -121,7 +121,11 @@ impl<T> BudgetedQueue<T> {
 
     /// A waiting push's refusal at its deadline.
     fn deadline_exceeded(&self, item: T) -> QueuePushOutcome<T> {
-        self.inner.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .stats
+            .0
+            .deadline_exceeded
+            .fetch_add(1, Ordering::Relaxed);
         self.counted(self.reject(item, QueuePushRejection::DeadlineExceeded))
     }
 

@@ -1,9 +1,19 @@
-//! Loom model over the real queue: a push racing the observation that
-//! starts the queue's stamping (`queue/stamps.rs`). Whatever the order of
-//! the push's hint read, its lock and the observer's lock, the pushed entry
-//! is stamped with a real clock reading, never the zero of an unstamped
-//! entry. The model fails when a push that finds stamping started under the
-//! lock does not read the clock.
+//! Loom models over the real queue (`queue.rs`, `queue/stamps.rs`):
+//!
+//! - a push racing the observation that starts the queue's stamping:
+//!   whatever the order of the push's hint read, its lock and the
+//!   observer's lock, the pushed entry is stamped with a real clock
+//!   reading, never the zero of an unstamped entry (fails when a push that
+//!   finds stamping started under the lock does not read the clock);
+//! - a push that reserved outside the lock racing a close, while a consumer
+//!   drains with `recv`: every accepted item is received before the stream
+//!   ends, and nothing stays reserved (queue invariants 4 and 8: fails when
+//!   the push does not re-check the close under the tail lock, or when a
+//!   consumer decides "closed and drained" without the tail lock);
+//! - a pop that releases after its lock racing a push at capacity: the
+//!   queue never holds more entries than its budget admits, and the budget
+//!   ends equal to what is queued (invariant 1: fails when the reservation
+//!   goes back before the entry leaves the queue).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib loom`
 
@@ -14,7 +24,8 @@ use std::time::Duration;
 use loom::thread;
 
 use crate::resource_budget::{
-    BudgetLimit, BudgetedQueue, FullPolicy, MonotonicClock, ResourceBudgetTree,
+    BudgetLimit, BudgetedQueue, FullPolicy, MonotonicClock, QueuePushOutcome, QueuePushRejection,
+    ResourceBudgetTree,
 };
 
 /// Every read returns a later time than the one before, never zero.
@@ -49,5 +60,77 @@ pub fn loom_a_push_racing_the_first_observation_is_stamped() {
         producer.join().expect("producer");
         let item = queue.try_pop_budgeted().expect("pushed");
         assert!(!item.enqueued_at().is_zero(), "unstamped entry");
+    });
+}
+
+/// A queue of `slots` items under a `process` root.
+fn queue(slots: usize) -> (ResourceBudgetTree, BudgetedQueue<u32>) {
+    let tree = ResourceBudgetTree::new("process", BudgetLimit::new(8, 1_000, FullPolicy::Reject))
+        .expect("valid");
+    let queue = BudgetedQueue::new(
+        tree.root()
+            .child("queue", BudgetLimit::new(slots, 100, FullPolicy::Reject))
+            .expect("fits"),
+    );
+    (tree, queue)
+}
+
+#[cfg_attr(test, test)]
+pub fn loom_an_accepted_push_racing_a_close_reaches_the_consumer() {
+    loom::model(|| {
+        let (tree, queue) = queue(2);
+        assert!(queue.try_push_data(1, 10).is_accepted());
+        let producer = thread::spawn({
+            let queue = queue.clone();
+            move || match queue.try_push_data(2, 10) {
+                QueuePushOutcome::Enqueued => true,
+                QueuePushOutcome::Rejected {
+                    rejection: QueuePushRejection::Closed,
+                    ..
+                } => false,
+                outcome => panic!("neither queued nor refused as closed: {outcome:?}"),
+            }
+        });
+        let closer = thread::spawn({
+            let queue = queue.clone();
+            move || queue.close()
+        });
+        let received = loom::future::block_on(async {
+            let mut received = Vec::new();
+            while let Some(item) = queue.recv().await {
+                received.push(item);
+            }
+            received
+        });
+        let accepted = producer.join().expect("producer");
+        closer.join().expect("closer");
+        let expected: Vec<u32> = if accepted { vec![1, 2] } else { vec![1] };
+        assert_eq!(received, expected, "an accepted item was left behind");
+        assert!(queue.is_empty());
+        assert_eq!(
+            tree.root().snapshot().current_count,
+            0,
+            "a reservation stayed"
+        );
+    });
+}
+
+#[cfg_attr(test, test)]
+pub fn loom_a_pop_releasing_after_its_lock_never_lets_a_push_past_capacity() {
+    loom::model(|| {
+        let (tree, queue) = queue(1);
+        assert!(queue.try_push_data(1, 10).is_accepted());
+        let consumer = thread::spawn({
+            let queue = queue.clone();
+            move || queue.try_pop()
+        });
+        let pushed = queue.try_push_data(2, 10).is_accepted();
+        assert!(
+            queue.len() <= 1,
+            "the queue holds more than its budget admits"
+        );
+        assert_eq!(consumer.join().expect("consumer"), Some(1));
+        assert_eq!(queue.len(), usize::from(pushed));
+        assert_eq!(tree.root().snapshot().current_count, queue.len());
     });
 }

@@ -71,6 +71,10 @@
 //!    dynamic key or a descendant of one) is closed: pushes are refused with
 //!    [`QueuePushRejection::Closed`], parked producers and consumers wake,
 //!    and accepted items still drain.
+//!    Only a budget with a dynamic key's gate at or above it can close
+//!    (gates are fixed when a level is created): other queues never read
+//!    the gates, and their consumers wait on the queue's notification
+//!    alone.
 //! 9. A parked consumer counts itself in `readers_waiting` before it enables
 //!    its notification and re-checks the queue; a push notifies only when
 //!    that count is non-zero, read after the tail lock is released, so no
@@ -97,7 +101,7 @@ use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Or
 use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
-use crate::wait::{notified_by_either, Watch};
+use crate::wait::{notified, notified_by_either, Watch};
 
 mod charge;
 mod outcome;
@@ -180,6 +184,10 @@ struct QueueInner<T> {
     /// Whether pushes stamp their entries (`stamps.rs`): set under both
     /// locks only, read before them as a hint.
     stamping: AtomicBool,
+    /// Whether the budget can close: a dynamic key's gate at or above it
+    /// (fixed when the level is created). A queue without one never listens
+    /// for a key's close.
+    closable: bool,
     head: Padded<Mutex<Side<T>>>,
     tail: Padded<Mutex<Tail<T>>>,
     wake: Padded<ReaderWake>,
@@ -263,9 +271,11 @@ impl<T> BudgetedQueue<T> {
     pub fn new(budget: ResourceBudget) -> Self {
         // The age policies read stamps from the first push.
         let stamping = budget.limit().max_age.is_some();
+        let closable = budget.node.ancestors().any(|node| node.gate.is_some());
         Self {
             inner: Arc::new(QueueInner {
                 stamping: AtomicBool::new(stamping),
+                closable,
                 budget,
                 head: Padded(Mutex::new(Side::new())),
                 tail: Padded(Mutex::new(Tail {
@@ -319,7 +329,13 @@ impl<T> BudgetedQueue<T> {
     /// Whether a push under the tail lock must be refused as `Closed`:
     /// the queue or its budget closed (invariant 8).
     fn refuses_under_tail(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire) || self.inner.budget.is_closed()
+        self.inner.closed.load(Ordering::Acquire) || self.budget_closed()
+    }
+
+    /// Whether the queue's budget is closed (never, without a dynamic key
+    /// at or above it).
+    pub(super) fn budget_closed(&self) -> bool {
+        self.inner.closable && self.inner.budget.is_closed()
     }
 
     /// Pushes without waiting (any policy).
@@ -426,7 +442,7 @@ impl<T> BudgetedQueue<T> {
                     inner.stats.0.throttled.fetch_add(1, Ordering::Relaxed);
                 }
                 return match self.policy() {
-                    _ if rejection.is_closed() || inner.budget.is_closed() => {
+                    _ if rejection.is_closed() || self.budget_closed() => {
                         self.reject(item, QueuePushRejection::Closed)
                     }
                     FullPolicy::CoalesceLatest if self.coalescible(&rejection, bytes, class) => {
@@ -489,7 +505,7 @@ impl<T> BudgetedQueue<T> {
             || (matches!(
                 policy,
                 FullPolicy::DropStale | FullPolicy::CloseSlowConsumer
-            ) && inner.budget.is_closed())
+            ) && self.budget_closed())
         {
             return self.reject(item, QueuePushRejection::Closed);
         }
@@ -525,7 +541,7 @@ impl<T> BudgetedQueue<T> {
                     // A full budget behind a closed gate refuses by
                     // capacity (gates are checked once the chain is
                     // reserved): closed is closed, whatever the policy.
-                    _ if rejection.is_closed() || inner.budget.is_closed() => {
+                    _ if rejection.is_closed() || self.budget_closed() => {
                         self.reject(item, QueuePushRejection::Closed)
                     }
                     FullPolicy::CoalesceLatest
@@ -716,16 +732,18 @@ impl<T> BudgetedQueue<T> {
             Popped::Empty { closed: false } => {}
         }
         let _watch = Watch::new(&self.inner.wake.0.readers_waiting);
-        // A dynamic key closing above the queue's budget closes the queue
-        // without touching it: listen for that too.
-        let key_closed = &self.inner.budget.node.tree.closed;
-        notified_by_either(&self.inner.wake.0.readers, key_closed, || {
-            match self.pop_entry(observe) {
-                Popped::Entry(entry) => Some(Some(entry)),
-                Popped::Empty { closed } => closed.then_some(None),
-            }
-        })
-        .await
+        let check = || match self.pop_entry(observe) {
+            Popped::Entry(entry) => Some(Some(entry)),
+            Popped::Empty { closed } => closed.then_some(None),
+        };
+        let readers = &self.inner.wake.0.readers;
+        if self.inner.closable {
+            // A dynamic key closing above the queue's budget closes the
+            // queue without touching it: listen for that too.
+            notified_by_either(readers, &self.inner.budget.node.tree.closed, check).await
+        } else {
+            notified(readers, check).await
+        }
     }
 
     /// Removes (and releases) the items `keep` rejects, preserving order;
@@ -793,7 +811,7 @@ impl<T> BudgetedQueue<T> {
     /// or because the queue's budget is closed (a closed dynamic key at or
     /// above it).
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire) || self.inner.budget.is_closed()
+        self.refuses_under_tail()
     }
 
     /// Items queued.

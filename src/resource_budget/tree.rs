@@ -394,7 +394,7 @@ impl Node {
     pub(super) fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {
         BudgetRejection {
             path: Arc::clone(&self.path),
-            exhausted_path: Arc::clone(&at.path),
+            exhausted_path: (!std::ptr::eq(self, at)).then(|| Arc::clone(&at.path)),
             reason,
             policy: self.limit.full_policy,
         }

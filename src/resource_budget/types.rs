@@ -269,10 +269,12 @@ pub enum BudgetRejectionReason {
 }
 
 /// A refused reservation: a normal outcome, not an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct BudgetRejection {
     pub(crate) path: Arc<str>,
-    pub(crate) exhausted_path: Arc<str>,
+    /// `None` when the requested level itself refused (the common case: a
+    /// refusal then costs one reference count, not two).
+    pub(crate) exhausted_path: Option<Arc<str>>,
     pub(crate) reason: BudgetRejectionReason,
     pub(crate) policy: FullPolicy,
 }
@@ -285,7 +287,7 @@ impl BudgetRejection {
 
     /// The level that refused (the request's own budget or an ancestor).
     pub fn exhausted_path(&self) -> &str {
-        &self.exhausted_path
+        self.exhausted_path.as_deref().unwrap_or(&self.path)
     }
 
     /// The exhausted dimension; `None` exactly when the budget is closed.
@@ -312,19 +314,44 @@ impl BudgetRejection {
     }
 }
 
+impl PartialEq for BudgetRejection {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+            && self.exhausted_path() == other.exhausted_path()
+            && self.reason == other.reason
+            && self.policy == other.policy
+    }
+}
+
+impl Eq for BudgetRejection {}
+
+impl fmt::Debug for BudgetRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetRejection")
+            .field("path", &self.path)
+            .field("exhausted_path", &self.exhausted_path())
+            .field("reason", &self.reason)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
 impl fmt::Display for BudgetRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason {
             BudgetRejectionReason::Capacity(dimension) => write!(
                 f,
                 "budget {} rejected: {} exhausted at {}",
-                self.path, dimension, self.exhausted_path
+                self.path,
+                dimension,
+                self.exhausted_path()
             ),
             BudgetRejectionReason::Closed => {
                 write!(
                     f,
                     "budget {} rejected: closed at {}",
-                    self.path, self.exhausted_path
+                    self.path,
+                    self.exhausted_path()
                 )
             }
         }

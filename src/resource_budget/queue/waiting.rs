@@ -25,6 +25,12 @@
 //!    refusal, is refused at once.
 //! 5. Only the final outcome of the whole wait counts as a refusal; one timer
 //!    serves the whole wait.
+//! 6. Before it parks, a refused push counts itself as waiting and yields
+//!    [`YIELDS_BEFORE_PARKING`] times, checking its deadline and trying
+//!    again after each: with a consumer draining on another core, room is
+//!    usually back by then and the push is queued without a registration,
+//!    a timer or a wake-up (a parked producer costs one per wait). A push
+//!    still refused parks as in 1.
 
 use tokio::time::Instant;
 
@@ -32,6 +38,10 @@ use super::{BudgetedQueue, Charge, QueuePushOutcome, QueuePushRejection};
 use crate::loom::Ordering;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, BudgetRejection, FullPolicy};
 use crate::wait::Watch;
+
+/// Yields a waiting push takes, trying again after each, before it
+/// registers for a wake-up and a timer (invariant 6).
+const YIELDS_BEFORE_PARKING: usize = 2;
 
 impl<T> BudgetedQueue<T> {
     /// Pushes, waiting for count or byte capacity until `deadline` under
@@ -67,6 +77,23 @@ impl<T> BudgetedQueue<T> {
         let tree = &inner.budget.node.tree;
         let _waiting = Watch::new(&inner.stats.0.waiters);
         let mut waited = false;
+        for _ in 0..YIELDS_BEFORE_PARKING {
+            tokio::task::yield_now().await;
+            if Instant::now() >= deadline {
+                return self.deadline_exceeded(item);
+            }
+            if !waited {
+                waited = true;
+                inner.stats.0.waited.fetch_add(1, Ordering::Relaxed);
+            }
+            match self.push_once(item, Charge::reserve(retained_bytes, class, false)) {
+                QueuePushOutcome::Rejected {
+                    item: returned,
+                    rejection: QueuePushRejection::BudgetExhausted(rejection),
+                } if self.may_wait_for(&rejection, retained_bytes, class) => item = returned,
+                outcome => return self.counted(outcome),
+            }
+        }
         // One timer for the whole wait (registered on its first poll), not
         // one per wake-up.
         let expiry = tokio::time::sleep_until(deadline);
@@ -83,10 +110,7 @@ impl<T> BudgetedQueue<T> {
             // and wakes the armed waiters, this one included, so trying
             // while the chain is visibly full would spin. A closed queue or
             // budget is tried at once, to return its refusal.
-            if inner.budget.node.fits_now(retained_bytes, class)
-                || self.is_closed()
-                || inner.budget.is_closed()
-            {
+            if inner.budget.node.fits_now(retained_bytes, class) || self.is_closed() {
                 match self.push_once(item, Charge::reserve(retained_bytes, class, false)) {
                     QueuePushOutcome::Rejected {
                         item: returned,
@@ -140,6 +164,6 @@ impl<T> BudgetedQueue<T> {
             // gates are checked only once the chain is reserved): closing
             // wakes the waiters, and this stops them waiting for capacity
             // that could only be refused again.
-            && !self.inner.budget.is_closed()
+            && !self.budget_closed()
     }
 }

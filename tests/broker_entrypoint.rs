@@ -264,12 +264,15 @@ fn sigterm_with_probes_revokes_readiness_and_exits_zero_with_reason_signal() {
     assert_healthy_report(&stdout, "signal");
 }
 
+/// The drain logs a one-line summary at INFO and, at DEBUG, the sanitized
+/// V2 view as JSON.
 #[test]
 fn draining_logs_a_sanitized_diagnostics_view() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let output = example_command()
             .args(["--run-for", "0.5"])
+            .env("RUST_LOG", "debug")
             .output()
             .expect("the entrypoint runs");
         let _ = tx.send(output);
@@ -284,6 +287,13 @@ fn draining_logs_a_sanitized_diagnostics_view() {
         .filter(|line| line.contains("diagnostics="))
         .collect();
     assert_eq!(lines.len(), 1, "one drain-time view: {stderr}");
+    // At the default level, one line of words says the same.
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains("INFO") && line.contains("draining: broker ")),
+        "{stderr}"
+    );
     let json = lines[0]
         .split_once("diagnostics=")
         .map(|(_, json)| json)
@@ -322,8 +332,8 @@ fn the_stop_commits_the_last_offset_table() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let generation: u64 = stderr
-        .split_once("durable offsets generation Some(")
-        .and_then(|(_, rest)| rest.split_once(')'))
+        .split_once("durable offsets generation ")
+        .and_then(|(_, rest)| rest.split_once(|c: char| !c.is_ascii_digit()))
         .and_then(|(number, _)| number.parse().ok())
         .unwrap_or_else(|| panic!("no confirmed generation: {stderr}"));
     let table: serde_json::Value = serde_json::from_slice(

@@ -370,6 +370,68 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
     assert!(stderr.contains("note: metadata not durable"), "{stderr}");
 }
 
+/// The offsets recorded in a data directory's `checkpoint.json`.
+fn checkpoint_offsets(dir: &Path) -> [u64; 2] {
+    let bytes = std::fs::read(dir.join("checkpoint.json")).expect("a checkpoint");
+    let table: serde_json::Value = serde_json::from_slice(&bytes).expect("a whole checkpoint");
+    [
+        table["offsets"]["TopicTest-0"].as_u64().expect("offset"),
+        table["offsets"]["TopicTest-1"].as_u64().expect("offset"),
+    ]
+}
+
+/// A write that fails at the stop (a full disk) leaves the previous
+/// checkpoint whole (it is replaced atomically, never truncated in place),
+/// and a checkpoint never claims more than the durable offset table.
+#[test]
+fn a_failed_checkpoint_write_keeps_the_previous_checkpoint() {
+    let Some(mount) = Mount::tmpfs("size=256k") else {
+        return;
+    };
+    let data = mount.path().join("data");
+    let data_arg = data.to_str().expect("utf-8");
+    let (code, stderr) = run(&["--data-dir", data_arg, "--run-for", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let previous = std::fs::read(data.join("checkpoint.json")).expect("a first checkpoint");
+    let durable = persisted_offsets(&data).expect("a durable table");
+    let claimed = checkpoint_offsets(&data);
+    assert!(
+        claimed
+            .iter()
+            .zip(durable)
+            .all(|(claimed, durable)| *claimed <= durable),
+        "the checkpoint {claimed:?} is ahead of the durable table {durable:?}"
+    );
+
+    let broker = Broker::start(&data);
+    broker.wait_for_status("/readyz", 200);
+    let filler = mount.path().join("filler");
+    let mut file = std::fs::File::create(&filler).expect("filler");
+    let chunk = vec![0_u8; 4096];
+    while file.write_all(&chunk).is_ok() {}
+    let small = [0_u8; 64];
+    while file.write_all(&small).is_ok() {}
+    drop(file);
+    broker.wait_for_status("/readyz", 503);
+    broker.signal(SIGTERM);
+    let (code, _stdout) = broker.finish();
+    assert_eq!(code, Some(1), "the last table was not durable");
+    assert_eq!(
+        std::fs::read(data.join("checkpoint.json")).expect("the checkpoint is still there"),
+        previous,
+        "the previous checkpoint was damaged or replaced by a table that is not durable"
+    );
+    let durable = persisted_offsets(&data).expect("a durable table");
+    let claimed = checkpoint_offsets(&data);
+    assert!(
+        claimed
+            .iter()
+            .zip(durable)
+            .all(|(claimed, durable)| *claimed <= durable),
+        "the checkpoint {claimed:?} is ahead of the durable table {durable:?}"
+    );
+}
+
 /// A data directory that cannot be used is refused at start (exit 1) with
 /// its path and the OS error; an empty path is a usage error (exit 2).
 #[test]
@@ -706,8 +768,12 @@ const FAILURE_MARKS: [&str; 9] = [
     "refused",
 ];
 
+/// What a dump (JSON, Rust `Debug`) on an operator's stderr contains.
+const DUMP_MARKS: [&str; 5] = ["{\"", "Some(", "Ok(", "Err(", " { "];
+
 /// Clean runs print no failure line (an expected shutdown race, such as a
-/// flush refused because its scope is closing, is not a failure).
+/// flush refused because its scope is closing, is not a failure), and
+/// every line is words: no JSON, no Rust `Debug`.
 /// `ROCKETMQ_CLEAN_RUNS` sets how many (default 8; the issue's evidence is
 /// 80: `ROCKETMQ_CLEAN_RUNS=80 cargo test --test entrypoint_faults clean`).
 #[test]
@@ -731,6 +797,10 @@ fn clean_runs_print_no_failure_line() {
         for line in stderr.lines() {
             for failure in FAILURE_MARKS {
                 assert!(!line.contains(failure), "run {run_index}: {line}");
+            }
+            // Words, not JSON or Rust `Debug` (the full view is at DEBUG).
+            for dump in DUMP_MARKS {
+                assert!(!line.contains(dump), "run {run_index}: {line}");
             }
         }
     }

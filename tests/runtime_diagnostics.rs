@@ -207,6 +207,35 @@ fn views_carry_no_names_ids_arguments_or_configuration() {
         &serde_json::to_string(&v2).expect("serializes"),
         &runtime_id,
     );
+    // The one-line summary says the same in words, also without names.
+    let summary = v2.summary();
+    assert!(
+        !summary.contains('\n') && !summary.contains('{'),
+        "{summary}"
+    );
+    for part in [
+        "broker open: ",
+        &format!("{} tasks", v2.tasks.task_count),
+        "blocking ",
+        "schedules ",
+        "metadata ",
+        "oldest tasks: ",
+    ] {
+        assert!(summary.contains(part), "{part:?} missing from {summary}");
+    }
+    for planted in [
+        RUNTIME_NAME,
+        GROUP_NAME,
+        NESTED_GROUP_NAME,
+        TASK_NAME,
+        ARGUMENT,
+        LANE_NAME,
+    ] {
+        assert!(
+            !summary.contains(planted),
+            "{planted} leaked into {summary}"
+        );
+    }
     // The raw snapshot, by contrast, names the runtime, the group and the lanes.
     let raw = serde_json::to_string(&context.diagnostics_snapshot()).expect("serializes");
     assert!(raw.contains(&runtime_id) && raw.contains(LANE_NAME) && raw.contains(GROUP_NAME));

@@ -233,8 +233,12 @@ pub(crate) fn log_drain_diagnostics(
             ..RuntimeDiagnosticsViewOptionsV2::default()
         },
     );
-    match serde_json::to_string(&view) {
-        Ok(json) => tracing::info!(diagnostics = %json, "draining"),
-        Err(error) => tracing::warn!(%error, "drain diagnostics not serialized"),
+    // One line by default; the whole view at DEBUG.
+    tracing::info!("draining: {}", view.summary());
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        match serde_json::to_string(&view) {
+            Ok(json) => tracing::debug!(diagnostics = %json, "drain diagnostics"),
+            Err(error) => tracing::debug!(%error, "drain diagnostics not serialized"),
+        }
     }
 }

@@ -107,13 +107,32 @@ fn explain(error: &RuntimeError) -> String {
     let mut line = error.to_string();
     match error.context() {
         // `Display` already names the scope that refused.
-        Some(RuntimeErrorContext::Scope { .. }) | None => {}
+        Some(RuntimeErrorContext::Scope { .. } | RuntimeErrorContext::LaneFull { .. }) | None => {}
         Some(context) => line.push_str(&format!(": {context}")),
     }
     for source in error.diagnostic_view().sources {
         line.push_str(&format!(": {source}"));
     }
     line
+}
+
+/// A commit's outcome other than durable, in words.
+fn describe_commit(outcome: &Result<MetadataIoCommitAdmissionOutcome, RuntimeError>) -> String {
+    match outcome {
+        Ok(MetadataIoCommitAdmissionOutcome::Completed(MetadataIoCommitOutcome::Durable(
+            generation,
+        ))) => format!("durable as generation {}", generation.get()),
+        Ok(MetadataIoCommitAdmissionOutcome::Completed(
+            MetadataIoCommitOutcome::FailedBeforeCommit(error),
+        )) => format!("failed before the commit: {}", explain(error)),
+        Ok(MetadataIoCommitAdmissionOutcome::Completed(
+            MetadataIoCommitOutcome::CommitOutcomeUnknown(error),
+        )) => format!("commit outcome unknown: {}", explain(error)),
+        Ok(MetadataIoCommitAdmissionOutcome::TargetConflict(request)) => {
+            format!("another writer owns {}", request.target().display())
+        }
+        Err(error) => format!("refused: {}", explain(error)),
+    }
 }
 
 /// A startup step failed once the runtime was built: stops what had
@@ -225,18 +244,11 @@ fn main() -> ExitCode {
         .try_drain_lease(deadline, NonZeroUsize::MIN);
     let broker_report = owner.block_on(broker.task_group().shutdown_until(deadline));
     let last_table = running.offsets.snapshot();
-    let checkpointed = match checkpoint_lease {
-        Ok(lease) => flush_checkpoint(owner, &lease, &running.offsets, &last_table),
-        Err(error) => {
-            note!("no drain lease for the last checkpoint: {error}");
-            false
-        }
-    };
     let metadata_deadline = MetadataDeadline::at(deadline.tokio_instant());
     let last_commit = owner.block_on(metadata.submit_next_commit(
         OFFSETS_RESOURCE,
         running.offsets.path.clone(),
-        last_table,
+        last_table.clone(),
         metadata_deadline,
     ));
     let last_committed = match last_commit {
@@ -244,18 +256,40 @@ fn main() -> ExitCode {
             true
         }
         other => {
-            note!("last offset table not committed: {other:?}");
+            note!(
+                "last offset table not committed: {}",
+                describe_commit(&other)
+            );
+            false
+        }
+    };
+    // The checkpoint claims only a durable table: written (atomically: the
+    // previous checkpoint stays whole if the write fails) after the last
+    // commit became durable, and left as it was otherwise.
+    let checkpointed = match checkpoint_lease {
+        Ok(lease) if last_committed => {
+            flush_checkpoint(owner, &lease, &running.offsets, &last_table)
+        }
+        Ok(_) => {
+            note!("checkpoint not flushed: the last offset table is not durable; the previous checkpoint is kept");
+            false
+        }
+        Err(error) => {
+            note!("no drain lease for the last checkpoint: {error}");
             false
         }
     };
     let drained = owner.block_on(metadata.shutdown_until(metadata_deadline));
     note!(
-        "broker stopped (healthy: {}); metadata: {} unfinished, durable offsets generation {:?}",
+        "broker stopped (healthy: {}); metadata: {} unfinished, durable offsets generation {}",
         broker_report.is_healthy(),
         drained.unfinished.len(),
         metadata
             .confirmed_durable_generation(OFFSETS_RESOURCE)
-            .map(|generation| generation.get())
+            .map_or_else(
+                || String::from("none"),
+                |generation| generation.get().to_string()
+            )
     );
     // 3. The runtime's own shutdown and the verdict (`report.rs`).
     finish(

@@ -3,6 +3,7 @@
 //! through the metadata actor) and the store's checkpoint file.
 
 use super::*;
+use rocketmq_runtime::{LocalMetadataFileSystem, MetadataFileSystem};
 
 /// The held lock of the data directory (released when the process exits).
 #[cfg(unix)]
@@ -11,8 +12,10 @@ pub(crate) type DataDirLock = nix::fcntl::Flock<std::fs::File>;
 #[cfg(not(unix))]
 pub(crate) type DataDirLock = ();
 
-/// Writes the last offset table to the store's checkpoint file (written
-/// and synced) through the drain lease; false when it was not flushed.
+/// Writes the last durable offset table to the store's checkpoint file
+/// through the drain lease, by the crate's atomic replace (temporary file,
+/// fsync, rename, directory fsync: a failed write leaves the previous
+/// checkpoint whole); false when it was not flushed.
 pub(crate) fn flush_checkpoint(
     owner: &RuntimeOwner,
     lease: &BlockingDrainLease,
@@ -22,18 +25,15 @@ pub(crate) fn flush_checkpoint(
     let path = offsets.checkpoint.clone();
     let bytes = table.as_bytes().to_vec();
     let flushed = owner.block_on(lease.spawn_io("flush-checkpoint", move || {
-        let mut file = std::fs::File::create(&path)?;
-        std::io::Write::write_all(&mut file, &bytes)?;
-        file.sync_all()
+        LocalMetadataFileSystem.persist_atomic(&path, &bytes)
     }));
-    match flushed {
-        Ok(Ok(())) => true,
-        Ok(Err(error)) => {
-            note!("checkpoint not flushed: {error}");
-            false
-        }
+    match flushed.and_then(|written| written) {
+        Ok(()) => true,
         Err(error) => {
-            note!("checkpoint not flushed: {error}");
+            note!(
+                "checkpoint not flushed: {}; the previous checkpoint is kept",
+                explain(&error)
+            );
             false
         }
     }

@@ -213,6 +213,86 @@ pub struct RuntimeDiagnosticsViewV2 {
 impl RuntimeDiagnosticsViewV2 {
     /// The V2 schema version.
     pub const SCHEMA_VERSION: &'static str = "rocketmq.runtime-diagnostics.v2";
+
+    /// The view in one line of words, for a log or an operator's terminal
+    /// (the JSON form carries every field):
+    ///
+    /// ```text
+    /// broker open: 12 tasks in 4 groups (1 long-running, oldest 1500 ms; service 3, operation 9); blocking 1 running, 0 queued; schedules 2 active runs, 0 failures; metadata 1 retained (4096 B), 0 waiters; oldest tasks: service 1500 ms, operation 20 ms
+    /// ```
+    ///
+    /// Sections the view has not (schedules, metadata, the detail list)
+    /// are left out.
+    pub fn summary(&self) -> String {
+        use std::fmt::Write as _;
+        let tasks = &self.tasks;
+        let mut line = format!(
+            "{} {}: {} tasks in {} groups ({} long-running, oldest {} ms",
+            label(&self.component),
+            label(&self.lifecycle_state),
+            tasks.task_count,
+            tasks.task_group_count,
+            tasks.long_running,
+            tasks.max_elapsed_millis,
+        );
+        let active = tasks.task_kinds.iter().filter(|kind| kind.active > 0);
+        for (index, kind) in active.enumerate() {
+            let separator = if index == 0 { "; " } else { ", " };
+            let _ = write!(line, "{separator}{} {}", label(&kind.kind), kind.active);
+        }
+        let blocking = &self.blocking;
+        let _ = write!(
+            line,
+            "); blocking {} running, {} queued",
+            blocking.running, blocking.queued
+        );
+        if blocking.timed_out_still_running > 0 {
+            let _ = write!(
+                line,
+                ", {} timed out still running",
+                blocking.timed_out_still_running
+            );
+        }
+        if let Some(schedule) = &self.schedule {
+            let _ = write!(
+                line,
+                "; schedules {} active runs, {} failures",
+                schedule.active_runs, schedule.failures
+            );
+        }
+        if let Some(metadata) = &self.metadata {
+            let _ = write!(
+                line,
+                "; metadata {} retained ({} B), {} waiters{}",
+                metadata.retained_operations,
+                metadata.retained_bytes,
+                metadata.waiters,
+                if metadata.accepting {
+                    ""
+                } else {
+                    ", not accepting"
+                }
+            );
+        }
+        for (index, detail) in self.details.iter().enumerate() {
+            let separator = if index == 0 { "; oldest tasks: " } else { ", " };
+            let _ = write!(
+                line,
+                "{separator}{} {} ms",
+                label(&detail.kind),
+                detail.elapsed_millis
+            );
+        }
+        line
+    }
+}
+
+/// A label's wire name (`broker`, `running`, `service`).
+fn label(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::from("?"),
+    }
 }
 
 fn schedule_section(schedules: &[ScheduledTaskSnapshot], max: usize) -> RuntimeScheduleSectionV2 {

@@ -454,13 +454,16 @@ impl ServiceLifecycle {
     }
 
     #[cfg(not(loom))]
-    /// Waits for a shutdown request or SIGTERM/SIGINT (Ctrl-C elsewhere);
-    /// a signal becomes `request_shutdown(Signal)`.
+    /// Waits for a shutdown request or SIGTERM, SIGINT or SIGHUP (Ctrl-C
+    /// elsewhere); a signal becomes `request_shutdown(Signal)`, recorded in
+    /// the report's reason as `signal` (SIGTERM, SIGINT) or
+    /// `signal (SIGHUP)`.
     ///
     /// # Errors
     ///
-    /// `io(RegisterSigtermHandler / RegisterSigintHandler)` when a handler
-    /// cannot be installed.
+    /// `io(RegisterSigtermHandler / RegisterSigintHandler)` when the
+    /// SIGTERM or SIGINT handler cannot be installed, `io(WaitForSignal)`
+    /// for another signal's handler.
     ///
     /// # Cancel safety
     ///
@@ -484,7 +487,9 @@ impl ServiceLifecycle {
         // signal, so only `Some` turns into a request.
         tokio::select! {
             request = self.wait_for_shutdown() => Ok(request),
-            Some(()) = listener.recv() => Ok(self.request_shutdown(ShutdownReason::Signal)),
+            Some(signal) = listener.recv() => {
+                Ok(self.request_shutdown_labelled(ShutdownReason::Signal, signal.shutdown_label()))
+            }
         }
     }
 

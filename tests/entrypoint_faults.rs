@@ -805,3 +805,56 @@ fn clean_runs_print_no_failure_line() {
         }
     }
 }
+
+/// SIGHUP (a closed terminal, systemd's `SendSIGHUP=`) stops the broker as
+/// SIGTERM does, and the report's reason names it.
+#[test]
+fn sighup_stops_gracefully_and_is_named_in_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.signal(Signal::SIGHUP);
+    let (code, stdout) = broker.finish();
+    assert_eq!(code, Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], "signal (SIGHUP)", "{report}");
+}
+
+/// SIGUSR1 writes the diagnostics summary and the broker keeps running;
+/// SIGUSR2 is ignored with one line; neither takes its default action.
+#[test]
+fn sigusr1_prints_the_diagnostics_summary_and_sigusr2_is_ignored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.signal(Signal::SIGUSR1);
+    let summary = broker.wait_for_line("diagnostics: broker ");
+    assert!(summary.contains(" tasks in "), "{summary}");
+    broker.signal(Signal::SIGUSR2);
+    broker.wait_for_line("SIGUSR2 ignored");
+    assert_eq!(broker.probe("/livez"), 200, "still running");
+    broker.signal(SIGTERM);
+    let (code, stdout) = broker.finish();
+    assert_eq!(code, Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], "signal", "{report}");
+}
+
+/// A storm of 200 mixed termination and operator signals during the drain
+/// (held open for a second by the drain delay) does not cut it short: the
+/// stop ends with its report and exit 0.
+#[test]
+fn a_signal_storm_during_the_drain_still_ends_with_the_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start_with(dir.path(), &[], |command| {
+        command.env("ROCKETMQ_DRAIN_DELAY_SECONDS", "1")
+    });
+    broker.signal(SIGTERM);
+    broker.wait_for_line("stopping (signal)");
+    let storm = [SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1];
+    for index in 0..200 {
+        broker.signal(storm[index % storm.len()]);
+    }
+    let (code, stdout) = broker.finish();
+    assert_eq!(code, Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], "signal", "{report}");
+}

@@ -97,3 +97,42 @@ fn wait_for_signal_result_outside_tokio_is_an_error() {
         rocketmq_runtime::RuntimeOperation::WaitForSignal
     );
 }
+
+/// Sends `signal` (a `kill` argument such as `-USR1`) to this process.
+fn raise(signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(signal)
+        .arg(std::process::id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// A `ProcessSignalListener` reports SIGUSR1, SIGUSR2 and SIGHUP by name,
+/// and none of them takes its default action (which would end this test
+/// binary).
+#[tokio::test]
+async fn the_process_listener_reports_the_operator_signals_and_sighup() {
+    use rocketmq_runtime::signal::{ProcessSignal, ProcessSignalListener};
+    let mut listener = ProcessSignalListener::new().expect("listeners");
+    for (argument, expected) in [
+        ("-USR1", ProcessSignal::User1),
+        ("-USR2", ProcessSignal::User2),
+        ("-HUP", ProcessSignal::Hangup),
+    ] {
+        raise(argument);
+        // Other tests of this binary send SIGTERM and SIGINT meanwhile.
+        let next = async {
+            loop {
+                match listener.recv().await {
+                    Some(ProcessSignal::Terminate | ProcessSignal::Interrupt) => {}
+                    other => break other,
+                }
+            }
+        };
+        let signal = guard(argument, next).await.expect("a signal");
+        assert_eq!(signal, expected);
+        assert_eq!(signal.is_termination(), expected == ProcessSignal::Hangup);
+    }
+    assert_eq!(ProcessSignal::Hangup.name(), "SIGHUP");
+}

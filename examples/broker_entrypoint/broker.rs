@@ -211,19 +211,15 @@ pub(crate) fn start_broker(
     })
 }
 
-/// Logs what the process still owns as it starts draining: a sanitized V2
-/// view (counts, kinds and ages; no names, ids or paths) of the whole tree,
-/// with the maintenance schedules, the metadata actor and a small detail
-/// list, as one JSON field of one `tracing` event.
-pub(crate) fn log_drain_diagnostics(
-    root: &RootServiceContext,
-    broker: &RunningBroker,
+/// What the broker's sanitized diagnostics views are built from (no
+/// names, paths or ids reach them) and their bounds.
+pub(crate) fn view_inputs(
+    maintenance: &ScheduledTaskGroup,
     metadata: &MetadataIoActor,
-) {
-    let view = root.diagnostics_view_v2_with_options(
-        RuntimeComponent::Broker,
+) -> (RuntimeDiagnosticsInputs, RuntimeDiagnosticsViewOptionsV2) {
+    (
         RuntimeDiagnosticsInputs {
-            schedule: broker.maintenance.snapshot(),
+            schedule: maintenance.snapshot(),
             metadata: Some(metadata.snapshot()),
             shutdown: None,
         },
@@ -232,8 +228,17 @@ pub(crate) fn log_drain_diagnostics(
             detail_scan_budget: 64,
             ..RuntimeDiagnosticsViewOptionsV2::default()
         },
-    );
-    // One line by default; the whole view at DEBUG.
+    )
+}
+
+/// Logs the drain-time view: one line at INFO, the JSON view at DEBUG.
+pub(crate) fn log_drain_diagnostics(
+    root: &RootServiceContext,
+    broker: &RunningBroker,
+    metadata: &MetadataIoActor,
+) {
+    let (inputs, options) = view_inputs(&broker.maintenance, metadata);
+    let view = root.diagnostics_view_v2_with_options(RuntimeComponent::Broker, inputs, options);
     tracing::info!("draining: {}", view.summary());
     if tracing::enabled!(tracing::Level::DEBUG) {
         match serde_json::to_string(&view) {

@@ -203,6 +203,9 @@ fn main() -> ExitCode {
         running,
         ..
     } = &started;
+    if let Err(error) = spawn_operator_signals(owner, broker, &running.maintenance, metadata) {
+        note!("SIGUSR1 and SIGUSR2 not handled: {}", explain(&error));
+    }
     // 2. Serve until the first shutdown request freezes the deadline.
     if let Err(error) = lifecycle.mark_ready() {
         note!("cannot mark the broker ready: {error}");

@@ -90,6 +90,23 @@ fn every_refused_environment_value_exits_2_naming_the_variable_and_the_accepted_
             "lots".into(),
             "a positive whole number of bytes",
         ),
+        // Accepted by the crate, below what the broker runs in.
+        (
+            "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES",
+            "1".into(),
+            "minimum of 1048576 bytes",
+        ),
+        (
+            "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES",
+            "1048575".into(),
+            "minimum of 1048576 bytes",
+        ),
+        // A well-formed address this host does not have.
+        (
+            "ROCKETMQ_HEALTH_BIND_ADDR",
+            "192.0.2.1:8080".into(),
+            "a local socket address",
+        ),
     ];
     #[cfg(unix)]
     let cases = {
@@ -118,6 +135,19 @@ fn every_refused_environment_value_exits_2_naming_the_variable_and_the_accepted_
         assert!(!stderr.contains("panicked"), "{case}");
         assert!(!stderr.contains("backtrace"), "{case}");
         assert!(output.stdout.is_empty(), "no report: {case}");
+    }
+}
+
+/// Every memory limit from 1 MiB up starts (and stops cleanly).
+#[test]
+fn every_memory_limit_from_one_mib_up_starts() {
+    for bytes in [1_u64 << 20, (1 << 20) + 1, 64 << 20, u64::MAX] {
+        let output = run_with(&[(
+            "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES",
+            bytes.to_string().into(),
+        )]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{bytes} bytes: {stderr}");
     }
 }
 

@@ -27,6 +27,11 @@ pub(crate) fn help() -> String {
             "  {}\n      {}\n      default: {}; accepted: {}\n",
             variable.name, variable.purpose, variable.default, variable.accepted
         ));
+        if variable.name == "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES" {
+            help.push_str(&format!(
+                "      this broker needs at least {MIN_MEMORY_LIMIT_BYTES} bytes (1 MiB)\n"
+            ));
+        }
     }
     help.push_str(&format!(
         "\nexit codes:\n  \
@@ -37,6 +42,10 @@ pub(crate) fn help() -> String {
     ));
     help
 }
+
+/// The smallest process memory limit the broker starts with (its request
+/// queue, offset tables and checkpoint fit in it).
+pub(crate) const MIN_MEMORY_LIMIT_BYTES: u64 = 1 << 20;
 
 /// Why the arguments were not parsed.
 pub(crate) enum ArgsError {

@@ -54,7 +54,7 @@ use std::time::Duration;
 use rocketmq_runtime::prelude::*;
 use rocketmq_runtime::{
     BlockingDrainLease, BudgetClass, BudgetLimit, BudgetedQueue, CriticalFailureRecovery,
-    CriticalFailureState, FullPolicy, MetadataDeadline, MetadataIoActor,
+    CriticalFailureState, FullPolicy, MemoryLimitSource, MetadataDeadline, MetadataIoActor,
     MetadataIoAdmissionOutcome, MetadataIoCommitAdmissionOutcome, MetadataIoCommitOutcome,
     MetadataIoConfig, OperationContext, OperationWaitOutcome, OperationWaitPolicy,
     RootServiceContext, RuntimeComponent, RuntimeDiagnosticsInputs,

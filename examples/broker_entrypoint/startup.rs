@@ -38,6 +38,27 @@ pub(crate) fn start(args: &Args) -> Result<Started, ExitCode> {
             return Err(ExitCode::from(EXIT_USAGE));
         }
     };
+    // A memory limit the broker cannot run in is refused before anything
+    // starts: exit 2 naming the variable, the value and the minimum when
+    // the operator set it, exit 1 when the machine imposes it.
+    let limit = owner.resources().memory_limit();
+    if limit.bytes() < MIN_MEMORY_LIMIT_BYTES {
+        let exit = if limit.source() == MemoryLimitSource::Environment {
+            note!(
+                "broker_entrypoint: invalid environment: ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES={}: below the broker's minimum of {MIN_MEMORY_LIMIT_BYTES} bytes (1 MiB)",
+                limit.bytes()
+            );
+            EXIT_USAGE
+        } else {
+            note!(
+                "broker_entrypoint: the process memory limit ({} bytes, {}) is below the broker's minimum of {MIN_MEMORY_LIMIT_BYTES} bytes (1 MiB)",
+                limit.bytes(),
+                limit.source().as_str()
+            );
+            EXIT_FAILED
+        };
+        return Err(abandon(owner, ExitCode::from(exit)));
+    }
     // A data directory that cannot hold the offsets, or that another broker
     // holds, is refused before anything starts: the path and the OS error,
     // exit 1. The lock is held until the process exits.
@@ -56,7 +77,16 @@ pub(crate) fn start(args: &Args) -> Result<Started, ExitCode> {
     // with the runtime: `/livez` and `/readyz` answer until the very end.
     let probes = root.component("lifecycle");
     if let Err(error) = owner.block_on(lifecycle.start(&probes)) {
-        // A probe address in use names the address and the OS error.
+        // An address this host does not have is a bad value (exit 2); one
+        // in use names the address and the OS error (exit 1).
+        let foreign = error.operation() == RuntimeOperation::BindServiceHealthProbe
+            && io_error_kind(&error) == Some(std::io::ErrorKind::AddrNotAvailable);
+        if let (true, Some(RuntimeErrorContext::Address(address))) = (foreign, error.context()) {
+            note!(
+                "broker_entrypoint: invalid environment: ROCKETMQ_HEALTH_BIND_ADDR={address}: not an address of this host; expected a local socket address such as 127.0.0.1:8080 or [::1]:8080"
+            );
+            return Err(abandon(owner, ExitCode::from(EXIT_USAGE)));
+        }
         return Err(abandon(owner, fail("lifecycle start", &error)));
     }
     if let Some(address) = lifecycle.probe_local_addr() {
@@ -152,4 +182,16 @@ pub(crate) fn start(args: &Args) -> Result<Started, ExitCode> {
         losses,
         _data_dir_lock,
     })
+}
+
+/// The kind of the first I/O error in `error`'s source chain.
+fn io_error_kind(error: &RuntimeError) -> Option<std::io::ErrorKind> {
+    let mut source = std::error::Error::source(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        source = current.source();
+    }
+    None
 }

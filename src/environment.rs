@@ -33,6 +33,12 @@ pub const DRAIN_DELAY_SECONDS_ENV: &str = "ROCKETMQ_DRAIN_DELAY_SECONDS";
 /// (default `0`), read by [`ServiceLifecycle::from_env`](crate::ServiceLifecycle::from_env);
 /// see [`ServiceLifecycle::with_metrics`](crate::ServiceLifecycle::with_metrics).
 pub const HEALTH_METRICS_ENV: &str = "ROCKETMQ_HEALTH_METRICS";
+/// `ROCKETMQ_HEALTH_DRAIN_TOKEN`: the shared secret `/drainz` requires as
+/// `Authorization: Bearer <token>` (16 to 256 visible ASCII characters;
+/// unset or empty: no token), read by
+/// [`ServiceLifecycle::from_env`](crate::ServiceLifecycle::from_env); see
+/// [`ServiceLifecycle::with_drain_token`](crate::ServiceLifecycle::with_drain_token).
+pub const HEALTH_DRAIN_TOKEN_ENV: &str = "ROCKETMQ_HEALTH_DRAIN_TOKEN";
 /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES`: overrides memory-limit discovery
 /// (a positive whole number of bytes).
 pub const PROCESS_MEMORY_LIMIT_ENV: &str = "ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES";
@@ -89,6 +95,12 @@ pub const ENVIRONMENT_VARIABLES: &[EnvironmentVariable] = &[
         default: "0",
         accepted: RuntimeContractPolicy::HealthMetricsSwitch.requirement(),
         purpose: "whether the probe server also serves /metrics in the OpenMetrics format (ServiceLifecycle::from_env)",
+    },
+    EnvironmentVariable {
+        name: HEALTH_DRAIN_TOKEN_ENV,
+        default: "unset: /drainz needs no token",
+        accepted: RuntimeContractPolicy::DrainTokenValid.requirement(),
+        purpose: "the secret /drainz requires as Authorization: Bearer <token> (ServiceLifecycle::from_env)",
     },
     EnvironmentVariable {
         name: PROCESS_MEMORY_LIMIT_ENV,

@@ -109,8 +109,8 @@ pub use diagnostics::{
 pub use durable::{LocalMetadataFileSystem, MetadataFileSystem, MetadataIoOperation};
 pub use environment::{
     EnvironmentVariable, DRAIN_DELAY_SECONDS_ENV, ENVIRONMENT_VARIABLES, HEALTH_BIND_ADDR_ENV,
-    HEALTH_DRAIN_METHODS_ENV, HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV,
-    PROCESS_MEMORY_LIMIT_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    HEALTH_DRAIN_METHODS_ENV, HEALTH_DRAIN_TOKEN_ENV, HEALTH_METRICS_ENV,
+    LIVENESS_STALE_SECONDS_ENV, PROCESS_MEMORY_LIMIT_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 pub use error::{
     BudgetDimension, CanonicalCondition, EnvironmentViolation, ExternalOperation,

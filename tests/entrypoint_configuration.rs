@@ -101,6 +101,11 @@ fn every_refused_environment_value_exits_2_naming_the_variable_and_the_accepted_
             "1048575".into(),
             "minimum of 1048576 bytes",
         ),
+        (
+            "ROCKETMQ_HEALTH_DRAIN_TOKEN",
+            "too-short".into(),
+            "16 to 256 visible ASCII characters",
+        ),
         // A well-formed address this host does not have.
         (
             "ROCKETMQ_HEALTH_BIND_ADDR",
@@ -135,6 +140,38 @@ fn every_refused_environment_value_exits_2_naming_the_variable_and_the_accepted_
         assert!(!stderr.contains("panicked"), "{case}");
         assert!(!stderr.contains("backtrace"), "{case}");
         assert!(output.stdout.is_empty(), "no report: {case}");
+    }
+}
+
+/// A probe server bound beyond loopback without a drain token warns at
+/// start that anyone who can reach it can drain the process; with a token
+/// (or on loopback) it does not.
+#[test]
+fn a_probe_beyond_loopback_without_a_drain_token_warns_at_start() {
+    let warning = "beyond loopback without a drain token";
+    let any = ("ROCKETMQ_HEALTH_BIND_ADDR", OsString::from("0.0.0.0:0"));
+    let output = run_with(std::slice::from_ref(&any));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(warning), "{stderr}");
+    assert!(
+        stderr.contains("ROCKETMQ_HEALTH_DRAIN_TOKEN"),
+        "names the remedy: {stderr}"
+    );
+    for vars in [
+        vec![
+            any,
+            (
+                "ROCKETMQ_HEALTH_DRAIN_TOKEN",
+                OsString::from("a-long-enough-drain-token"),
+            ),
+        ],
+        vec![("ROCKETMQ_HEALTH_BIND_ADDR", OsString::from("127.0.0.1:0"))],
+    ] {
+        let output = run_with(&vars);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains(warning), "{vars:?}: {stderr}");
     }
 }
 

@@ -74,6 +74,9 @@ pub enum RuntimeContractPolicy {
     DrainMethodsIncludePost,
     /// `ROCKETMQ_HEALTH_METRICS` must be `0` or `1`.
     HealthMetricsSwitch,
+    /// A `/drainz` token (`ROCKETMQ_HEALTH_DRAIN_TOKEN`) must be 16 to 256
+    /// visible ASCII characters.
+    DrainTokenValid,
     /// `ROCKETMQ_PROCESS_MEMORY_LIMIT_BYTES` must be a positive whole number
     /// of bytes.
     ProcessMemoryLimitPositive,
@@ -121,6 +124,7 @@ impl RuntimeContractPolicy {
             Self::ProbeBindAddressValid => "probe-bind-address-valid",
             Self::DrainMethodsIncludePost => "drain-methods-include-post",
             Self::HealthMetricsSwitch => "health-metrics-switch",
+            Self::DrainTokenValid => "drain-token-valid",
             Self::ProcessMemoryLimitPositive => "process-memory-limit-positive",
             Self::StopOrderAmongSiblings => "stop-order-among-siblings",
         }
@@ -162,6 +166,7 @@ impl RuntimeContractPolicy {
             Self::ProbeBindAddressValid => "ServiceLifecycleConfig::probe_bind_addr",
             Self::DrainMethodsIncludePost => "ServiceLifecycleConfig::drain_request_methods",
             Self::HealthMetricsSwitch => "ServiceLifecycle::with_metrics",
+            Self::DrainTokenValid => "ServiceLifecycle::with_drain_token",
             Self::ProcessMemoryLimitPositive => "ProcessMemoryLimit::detect",
             Self::StopOrderAmongSiblings => "component_after(scope, after)",
         }
@@ -209,6 +214,7 @@ impl RuntimeContractPolicy {
             }
             Self::DrainMethodsIncludePost => "POST or GET,POST",
             Self::HealthMetricsSwitch => "0 (no /metrics) or 1 (serve /metrics)",
+            Self::DrainTokenValid => "16 to 256 visible ASCII characters (empty: no token)",
             Self::ProcessMemoryLimitPositive => {
                 "a positive whole number of bytes"
             }

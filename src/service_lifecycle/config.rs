@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::{ServiceLifecycle, DEFAULT_LIVENESS_STALE_AFTER, DEFAULT_SHUTDOWN_TIMEOUT};
 use crate::environment::{
     self, DRAIN_DELAY_SECONDS_ENV, HEALTH_BIND_ADDR_ENV, HEALTH_DRAIN_METHODS_ENV,
-    HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV, SHUTDOWN_TIMEOUT_SECONDS_ENV,
+    HEALTH_DRAIN_TOKEN_ENV, HEALTH_METRICS_ENV, LIVENESS_STALE_SECONDS_ENV,
+    SHUTDOWN_TIMEOUT_SECONDS_ENV,
 };
 use crate::error::{RuntimeContractPolicy, RuntimeOperation, RuntimeResult};
 
@@ -218,7 +219,17 @@ impl ServiceLifecycle {
             },
         )?
         .unwrap_or(false);
-        let lifecycle = Self::new(config).with_drain_delay(delay);
+        let token = environment::parsed(
+            lookup,
+            HEALTH_DRAIN_TOKEN_ENV,
+            RuntimeContractPolicy::DrainTokenValid,
+            RuntimeOperation::ServiceLifecycleDrainMethods,
+            |text| (text.is_empty() || super::drain_token_valid(text)).then(|| text.to_owned()),
+        )?
+        .unwrap_or_default();
+        let lifecycle = Self::new(config)
+            .with_drain_delay(delay)
+            .with_drain_token(token)?;
         #[cfg(not(loom))]
         let lifecycle = if metrics {
             lifecycle.with_metrics(crate::diagnostics::RuntimeDiagnosticsInputs::default)

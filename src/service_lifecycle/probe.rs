@@ -6,7 +6,7 @@
 //! | `/readyz` | `GET`, `POST` | `200` `ready` ([`ServiceLifecycle::is_ready`]) | `503` `not_ready` |
 //! | `/livez` | `GET`, `POST` | `200` `live` ([`ServiceLifecycle::is_live`]) | `503` `not_live` |
 //! | `/startupz` | `GET`, `POST` | `200` `started` (state is not `Starting`) | `503` `starting` |
-//! | `/drainz` | [`DrainRequestMethods`](super::DrainRequestMethods) (`POST` by default) | `200` `draining` after `request_shutdown(PreStop)` | `405` `method_not_allowed` with `Allow: <allow_header()>` |
+//! | `/drainz` | [`DrainRequestMethods`](super::DrainRequestMethods) (`POST` by default) | `200` `draining` after `request_shutdown(PreStop)` | `405` `method_not_allowed` with `Allow: <allow_header()>`; `403` `forbidden` for a browser-originated request (an `Origin` header, a cross-site or same-site `Sec-Fetch-Site`); `401` `unauthorized` with `WWW-Authenticate: Bearer` without the token of [`ServiceLifecycle::with_drain_token`] |
 //! | `/metrics` | `GET` | `200` OpenMetrics text ([`ServiceLifecycle::with_metrics`]) | `404` `not_found` when metrics are off; `405` with `Allow: GET` |
 //! | any other path | any | — | `404` `not_found` |
 //!
@@ -344,6 +344,8 @@ enum Head {
         method: String,
         path: String,
         unread: bool,
+        /// What `/drainz` needs to know about who asks.
+        caller: Caller,
     },
     /// Malformed, or the stream ended before a complete head.
     Bad { unread: bool },
@@ -357,6 +359,35 @@ enum Head {
     Broken,
 }
 
+/// Who sent a request, as far as `/drainz` cares.
+#[derive(Debug, Default)]
+struct Caller {
+    /// A browser sent it for a page: an `Origin` header, or a
+    /// `Sec-Fetch-Site` of `cross-site` or `same-site`.
+    browser: bool,
+    /// The token of an `Authorization: Bearer <token>` header.
+    bearer: Option<Vec<u8>>,
+}
+
+impl Caller {
+    fn of(headers: &[httparse::Header<'_>]) -> Self {
+        let mut caller = Self::default();
+        for header in headers {
+            if header.name.eq_ignore_ascii_case("origin") {
+                caller.browser = true;
+            } else if header.name.eq_ignore_ascii_case("sec-fetch-site") {
+                caller.browser |= matches!(header.value, b"cross-site" | b"same-site");
+            } else if header.name.eq_ignore_ascii_case("authorization") {
+                caller.bearer = header
+                    .value
+                    .strip_prefix(b"Bearer ")
+                    .map(|token| token.trim_ascii().to_vec());
+            }
+        }
+        caller
+    }
+}
+
 /// Serves one request on `stream` and closes it.
 async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, slot: &Slot) {
     let head = read_head(&mut stream).await;
@@ -368,7 +399,8 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, s
             method,
             path,
             unread,
-        } => (route(lifecycle, &method, &path), unread),
+            caller,
+        } => (route(lifecycle, &method, &path, &caller), unread),
         Head::Bad { unread } => (Response::plain(400, "bad_request"), unread),
         Head::TooManyFields => (
             Response::plain(431, "request_header_fields_too_large"),
@@ -431,6 +463,7 @@ async fn read_head(stream: &mut TcpStream) -> Head {
                     method: request.method.unwrap_or_default().to_owned(),
                     path: request.path.unwrap_or_default().to_owned(),
                     unread: announces_body || head_len < filled,
+                    caller: Caller::of(request.headers),
                 };
             }
             Err(httparse::Error::TooManyHeaders) => return Head::TooManyFields,
@@ -457,7 +490,7 @@ async fn discard_remaining(stream: &mut TcpStream) {
 }
 
 /// Answers a complete request.
-fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str) -> Response {
+fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str, caller: &Caller) -> Response {
     let path = target.split_once('?').map_or(target, |(path, _query)| path);
     let probe_method = matches!(method, "GET" | "POST");
     match path {
@@ -473,11 +506,15 @@ fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str) -> Response {
         ),
         "/drainz" => {
             let methods = lifecycle.config().drain_request_methods;
-            if probe_method && methods.allows(method) {
+            if !(probe_method && methods.allows(method)) {
+                Response::plain(405, "method_not_allowed").with_allow(methods.allow_header())
+            } else if caller.browser {
+                Response::plain(403, "forbidden")
+            } else if !lifecycle.drain_token_matches(caller.bearer.as_deref()) {
+                Response::plain(401, "unauthorized").with_authenticate()
+            } else {
                 lifecycle.request_shutdown(ShutdownReason::PreStop);
                 Response::plain(200, "draining")
-            } else {
-                Response::plain(405, "method_not_allowed").with_allow(methods.allow_header())
             }
         }
         "/metrics" => match lifecycle.metrics_text() {
@@ -507,6 +544,8 @@ struct Response {
     allow: Option<&'static str>,
     /// A `/metrics` body (OpenMetrics text) instead of the JSON verdict.
     metrics: Option<String>,
+    /// A `401`: asks for `Authorization: Bearer`.
+    authenticate: bool,
 }
 
 impl Response {
@@ -516,6 +555,7 @@ impl Response {
             label,
             allow: None,
             metrics: None,
+            authenticate: false,
         }
     }
 
@@ -528,6 +568,11 @@ impl Response {
 
     fn with_allow(mut self, allow: &'static str) -> Self {
         self.allow = Some(allow);
+        self
+    }
+
+    fn with_authenticate(mut self) -> Self {
+        self.authenticate = true;
         self
     }
 
@@ -557,6 +602,9 @@ impl Response {
             head.push_str(allow);
             head.push_str("\r\n");
         }
+        if self.authenticate {
+            head.push_str("WWW-Authenticate: Bearer\r\n");
+        }
         head.push_str("\r\n");
         head.push_str(&body);
         head.into_bytes()
@@ -567,6 +615,8 @@ const fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",

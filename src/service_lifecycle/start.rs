@@ -118,6 +118,14 @@ impl ServiceLifecycle {
         }
         if let (Ok(()), Some(listener)) = (&spawned, listener) {
             let address = listener.local_addr().ok();
+            if let Some(bound) = address.filter(|bound| !bound.ip().is_loopback()) {
+                if !self.requires_drain_token() {
+                    tracing::warn!(
+                        address = %bound,
+                        "the probe server listens beyond loopback without a drain token: anyone who can reach it can stop this process with POST /drainz; set ROCKETMQ_HEALTH_DRAIN_TOKEN (or ServiceLifecycle::with_drain_token)"
+                    );
+                }
+            }
             let lifecycle = self.clone();
             let probes = group.clone();
             spawned = group

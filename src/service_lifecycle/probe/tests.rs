@@ -55,6 +55,25 @@ impl Server {
         }
     }
 
+    /// A server for `lifecycle` (built by the caller, e.g. with a token).
+    async fn start_lifecycle(lifecycle: ServiceLifecycle) -> Self {
+        let context = RuntimeContext::try_from_current("probe-test").expect("inside Tokio");
+        let group = context
+            .root_group()
+            .try_child("probes")
+            .expect("child group");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(serve_probes(listener, lifecycle.clone(), group.clone()));
+        Self {
+            addr,
+            lifecycle,
+            group,
+            task,
+            _context: context,
+        }
+    }
+
     async fn start_default() -> Self {
         Self::start(ServiceLifecycleConfig::new("broker")).await
     }
@@ -279,6 +298,96 @@ async fn drainz_default_is_post_only_and_requests_a_pre_stop_shutdown() {
         .expect(200, "draining", Draining);
     assert_eq!(server.lifecycle.shutdown_request(), Some(request));
     server.stop().await;
+}
+
+/// A browser-originated `/drainz` (any `Origin`, or a cross-site or
+/// same-site `Sec-Fetch-Site`: what a web page the operator opens sends) is
+/// refused with 403 and drains nothing; the probes answer such requests.
+#[tokio::test]
+async fn drainz_refuses_browser_originated_requests() {
+    use ServiceLifecycleState::Ready;
+    let server = Server::start_default().await;
+    server.lifecycle.mark_ready().expect("ready");
+    for header in [
+        "Origin: http://evil.example",
+        "Origin: null",
+        "Sec-Fetch-Site: cross-site",
+        "Sec-Fetch-Site: same-site",
+    ] {
+        let request = format!(
+            "POST /drainz HTTP/1.1\r\nHost: probe\r\n{header}\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n\r\n"
+        );
+        server
+            .send(request.as_bytes())
+            .await
+            .expect(403, "forbidden", Ready);
+        assert!(server.lifecycle.shutdown_request().is_none(), "{header}");
+    }
+    server
+        .send(b"GET /readyz HTTP/1.1\r\nHost: probe\r\nOrigin: http://evil.example\r\n\r\n")
+        .await
+        .expect(200, "ready", Ready);
+    server.stop().await;
+}
+
+/// With a drain token, `/drainz` without it or with another is 401 (and a
+/// `WWW-Authenticate: Bearer` challenge); the right one drains; the probes
+/// stay open.
+#[tokio::test]
+async fn drainz_requires_the_drain_token_when_one_is_set() {
+    use ServiceLifecycleState::{Draining, Ready};
+    const TOKEN: &str = "s3cret-drain-token-0123";
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"))
+        .with_drain_token(TOKEN)
+        .expect("a valid token");
+    assert!(lifecycle.requires_drain_token());
+    let server = Server::start_lifecycle(lifecycle).await;
+    server.lifecycle.mark_ready().expect("ready");
+    for authorization in [
+        String::new(),
+        "Authorization: Bearer wrong-token-0123456789\r\n".to_owned(),
+        format!("Authorization: Bearer {TOKEN}x\r\n"),
+        format!("Authorization: Basic {TOKEN}\r\n"),
+    ] {
+        let request = format!("POST /drainz HTTP/1.1\r\nHost: probe\r\n{authorization}\r\n");
+        let reply = server.send(request.as_bytes()).await;
+        reply.expect(401, "unauthorized", Ready);
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+        assert!(
+            server.lifecycle.shutdown_request().is_none(),
+            "{authorization}"
+        );
+    }
+    server
+        .call("GET", "/livez")
+        .await
+        .expect(200, "live", Ready);
+    let request =
+        format!("POST /drainz HTTP/1.1\r\nHost: probe\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+    server
+        .send(request.as_bytes())
+        .await
+        .expect(200, "draining", Draining);
+    server.stop().await;
+}
+
+/// A token must be 16 to 256 visible ASCII characters; empty removes it.
+#[test]
+fn drain_tokens_are_validated() {
+    let lifecycle = || ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    for refused in [
+        "short",
+        "has a space in it!",
+        &"x".repeat(257),
+        "contröl-characters-é",
+    ] {
+        let error = lifecycle().with_drain_token(refused).expect_err(refused);
+        assert_eq!(error.kind(), crate::RuntimeErrorKind::Configuration);
+    }
+    assert!(!lifecycle()
+        .with_drain_token("")
+        .expect("empty: none")
+        .requires_drain_token());
 }
 
 #[tokio::test]

@@ -168,9 +168,11 @@ impl MetadataFileSystem for UnsyncableDirectory {
 }
 
 /// A fenced target takes no more writes, so one unknown outcome makes
-/// storage unready at once, whatever the failure threshold.
+/// storage unready at once, whatever the failure threshold, and is
+/// escalated: one error line naming the target and the remedy, the service
+/// failed (not live) and an `Internal` shutdown requested.
 #[test]
-fn an_unknown_commit_outcome_makes_storage_unready_at_once() {
+fn an_unknown_commit_outcome_makes_storage_unready_at_once_and_stops_the_service() {
     events::recorded();
     let dir = tempfile::tempdir().expect("tempdir");
     let owner = RuntimeOwner::plan(RuntimeConfig::for_parallelism("fenced", 2))
@@ -214,7 +216,29 @@ fn an_unknown_commit_outcome_makes_storage_unready_at_once() {
     assert!(failures[0].outcome_unknown);
     assert_eq!(failures[0].consecutive_failures, 1);
     owner.block_on(until("storage degraded", || !lifecycle.is_ready()));
-    assert!(lifecycle.is_live());
+    owner.block_on(until("escalated", || {
+        lifecycle.shutdown_request().is_some()
+    }));
+    assert_eq!(
+        lifecycle.shutdown_request().map(|request| request.reason),
+        Some(rocketmq_runtime::ShutdownReason::Internal)
+    );
+    assert_eq!(
+        lifecycle.state(),
+        rocketmq_runtime::ServiceLifecycleState::Failed
+    );
+    assert!(
+        !lifecycle.is_live(),
+        "a fenced process does not look healthy"
+    );
+    let path = dir.path().join("offsets.json").display().to_string();
+    let lines: Vec<_> = events::recorded()
+        .into_iter()
+        .filter(|event| event.message.starts_with("metadata target fenced"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per fence");
+    assert_eq!(lines[0].field("path"), Some(path.as_str()));
+    assert!(lines[0].message.contains("restart reconciles it from disk"));
     let drained = owner.block_on(actor.shutdown_until(deadline));
     assert_eq!(drained.not_durable.len(), 1);
     owner.shutdown_runtime_blocking().expect("outside Tokio");

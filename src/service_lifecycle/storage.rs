@@ -13,6 +13,14 @@
 //!    failed at least the given number of consecutive writes, or its last
 //!    write's outcome is unknown (the target is fenced and takes no more
 //!    writes), and `Ready` again from the resource's next durable write.
+//! 3. A fenced target never takes another write in this process, so it is
+//!    escalated once, at once: one `ERROR` line names the resource, the
+//!    target, the unknown outcome and the remedy, the service is marked
+//!    `Failed` (`/livez` answers `503`) and an `Internal` shutdown is
+//!    requested, recorded in the report's reason as `metadata_fenced`. The
+//!    ordered stop drains what it can within its deadline and the process
+//!    exits unhealthy, so its supervisor restarts it and recovery
+//!    reconciles from the files on disk.
 
 use std::num::NonZeroU64;
 
@@ -77,9 +85,13 @@ impl ServiceLifecycle {
     /// Spawns `service-lifecycle.storage` on `spawner`: it keeps the
     /// [`STORAGE_DEPENDENCY`] dependency `Degraded` (so `/readyz` answers
     /// `503`) while any resource of `actor` has failed
-    /// `failures_before_unready` consecutive writes or has a fenced target
-    /// (an unknown commit outcome), and `Ready` again once that resource's
-    /// next write is durable. Liveness is unaffected. The
+    /// `failures_before_unready` consecutive writes, and `Ready` again once
+    /// that resource's next write is durable; liveness is unaffected by
+    /// failed writes. A fenced target (an unknown commit outcome: no more
+    /// writes reach it in this process) is escalated instead: one `ERROR`
+    /// line naming the target and the remedy, the service `Failed` and an
+    /// `Internal` shutdown requested (reason `metadata_fenced`), so the
+    /// process stops and a restart reconciles from disk. The
     /// task ends when `spawner`'s group is cancelled. One actor per
     /// lifecycle: a second watcher would publish the same dependency (give
     /// another actor's health its own name with
@@ -100,14 +112,32 @@ impl ServiceLifecycle {
         let cancelled = spawner.cancellation_token();
         lifecycle.set_named_dependency_readiness(STORAGE_DEPENDENCY, DependencyReadiness::Ready);
         spawner.spawn_service("service-lifecycle.storage", async move {
+            let mut escalated = false;
             loop {
                 epoch.borrow_and_update();
+                let failures = actor.storage_failures();
                 // A fenced target (outcome unknown) takes no more writes:
-                // unready at once.
-                let failing = actor.storage_failures().iter().any(|failure| {
-                    failure.outcome_unknown
-                        || failure.consecutive_failures >= failures_before_unready.get()
-                });
+                // unready at once, and escalated (invariant 3).
+                let fenced = failures.iter().find(|failure| failure.outcome_unknown);
+                if let (Some(fenced), false) = (fenced, escalated) {
+                    escalated = true;
+                    tracing::error!(
+                        resource = %fenced.resource,
+                        path = %fenced.target.display(),
+                        step = fenced.operation.label(),
+                        error = %fenced.error,
+                        "metadata target fenced: the outcome of a commit to it is unknown, so no more writes reach it in this process; stopping (reason metadata_fenced) so that a restart reconciles it from disk"
+                    );
+                    lifecycle.mark_failed();
+                    lifecycle.request_shutdown_labelled(
+                        super::ShutdownReason::Internal,
+                        "metadata_fenced",
+                    );
+                }
+                let failing = fenced.is_some()
+                    || failures
+                        .iter()
+                        .any(|failure| failure.consecutive_failures >= failures_before_unready.get());
                 lifecycle.set_named_dependency_readiness(
                     STORAGE_DEPENDENCY,
                     if failing {

@@ -173,6 +173,15 @@ impl RuntimeOwnerPlan {
         if config.enable_io {
             builder.enable_io();
         }
+        // A process that cannot have its workers and one blocking thread at
+        // once (a pids cgroup, RLIMIT_NPROC, an address-space limit) is
+        // refused here, before Tokio starts any: a worker Tokio fails to
+        // start halfway leaves a runtime whose drop waits for it forever.
+        probe_threads(
+            config.worker_threads.saturating_add(1),
+            config.thread_stack_size,
+        )
+        .map_err(|error| RuntimeError::build(RuntimeOperation::BuildTokioRuntime, error))?;
         // Tokio panics (rather than failing) when the OS refuses a worker
         // thread: too many workers, a stack the OS cannot give, a name with
         // an interior NUL. A configuration `plan()` accepted must still end
@@ -196,6 +205,62 @@ impl RuntimeOwnerPlan {
             root,
             config,
         })
+    }
+}
+
+/// Starts `count` threads that exist at the same time (each with the
+/// runtime's stack size), then lets them all exit and joins them: `Err`
+/// with the OS's answer when it refuses one. Only the answer at this
+/// moment: a limit that tightens later is met by the blocking lanes'
+/// refusal (`blocking/job.rs`).
+fn probe_threads(count: usize, stack_size: Option<usize>) -> std::io::Result<()> {
+    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let mut threads = Vec::with_capacity(count);
+    let mut refused = None;
+    for index in 0..count {
+        let mut builder = std::thread::Builder::new().name(format!("rocketmq-probe-{index}"));
+        if let Some(stack_size) = stack_size {
+            builder = builder.stack_size(stack_size);
+        }
+        let gate = std::sync::Arc::clone(&gate);
+        match builder.spawn(move || {
+            let (released, wake) = &*gate;
+            let mut released = released
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            while !*released {
+                released = wake
+                    .wait(released)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }) {
+            Ok(thread) => threads.push(thread),
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    {
+        let (released, wake) = &*gate;
+        *released
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        wake.notify_all();
+    }
+    let started = threads.len();
+    for thread in threads {
+        let _ = thread.join();
+    }
+    match refused {
+        None => Ok(()),
+        Some(error) => Err(std::io::Error::new(
+            error.kind(),
+            format!(
+                "the OS refused thread {} of the {count} the runtime needs at start: {error}",
+                started + 1
+            ),
+        )),
     }
 }
 

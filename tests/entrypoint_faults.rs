@@ -858,3 +858,93 @@ fn a_signal_storm_during_the_drain_still_ends_with_the_report() {
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
     assert_eq!(report["reason"], "signal", "{report}");
 }
+
+/// A pids cgroup (v1) of its own, removed on drop.
+struct PidsCgroup {
+    dir: PathBuf,
+}
+
+impl PidsCgroup {
+    fn new(max: usize) -> Option<Self> {
+        let dir = Path::new("/sys/fs/cgroup/pids").join(format!(
+            "rocketmq-runtime-test-{}-{max}",
+            std::process::id()
+        ));
+        if std::fs::create_dir_all(&dir).is_err()
+            || std::fs::write(dir.join("pids.max"), max.to_string()).is_err()
+        {
+            eprintln!("skipped: cannot create a pids cgroup here (needs root and cgroup v1 pids)");
+            return None;
+        }
+        Some(Self { dir })
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Under a thread limit (a pids cgroup allowing 1 to 6 tasks) the broker
+/// either starts and stops cleanly or refuses at start with one line and
+/// exit 1: never a panic (exit 101), never a hang.
+#[test]
+fn a_thread_limited_start_exits_1_with_one_line_or_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for max in 1..=6 {
+        let Some(cgroup) = PidsCgroup::new(max) else {
+            return;
+        };
+        let procs = cgroup.dir.join("cgroup.procs");
+        let mut command = Command::new(example_binary());
+        command
+            .arg("--data-dir")
+            .arg(dir.path().join(format!("data-{max}")))
+            .args(["--run-for", "0.5"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // The child joins the cgroup before `exec`: every thread it starts
+        // counts against the limit.
+        unsafe_pre_exec_join(&mut command, procs);
+        let child = command.spawn().expect("spawn");
+        let _guard = hang_guard(child.id());
+        let output = child.wait_with_output().expect("exit");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let case = format!("pids.max {max}: {:?}: {stderr}", output.status);
+        assert!(!stderr.contains("panicked"), "{case}");
+        match output.status.code() {
+            Some(0) => {}
+            Some(1) => {
+                assert_eq!(stderr.lines().count(), 1, "one line: {case}");
+                assert!(stderr.contains("the OS refused thread"), "{case}");
+            }
+            _ => panic!("neither a run nor a refusal: {case}"),
+        }
+    }
+}
+
+/// Makes `command`'s child write its pid into `procs` before `exec`.
+#[allow(unsafe_code, reason = "pre_exec runs between fork and exec")]
+fn unsafe_pre_exec_join(command: &mut Command, procs: PathBuf) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only opens and writes a file (async-signal-safe
+    // system calls through std, no allocation after the fork: the path and
+    // the text are prepared before).
+    let path = std::ffi::CString::new(procs.into_os_string().into_encoded_bytes()).expect("path");
+    unsafe {
+        command.pre_exec(move || {
+            let fd = nix::libc::open(path.as_ptr(), nix::libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = nix::libc::write(fd, b"0".as_ptr().cast(), 1);
+            nix::libc::close(fd);
+            if written < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

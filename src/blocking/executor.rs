@@ -48,7 +48,7 @@ use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::admission::{Admission, AdmissionBudget, LaneLimits};
-use crate::blocking::job::BlockingJob;
+use crate::blocking::job::{spawn_on_pool, BlockingJob};
 use crate::blocking::scope::{Admit, ExecutorInner, Isolated};
 use crate::blocking::table::BlockingTable;
 use crate::blocking::BlockingPoolPolicy;
@@ -310,7 +310,19 @@ impl BlockingExecutor {
             // A detached closure settles its own work: it always runs.
             start: None,
         };
-        drop(inner.handle.spawn_blocking(move || job.run()));
+        match spawn_on_pool(&inner.handle, job) {
+            Ok(handle) => drop(handle),
+            // The job is dropped unrun (its permit and record go back);
+            // its work cannot be handed back, so the loss is logged.
+            Err(refused) => {
+                table.reject();
+                tracing::error!(
+                    lane = table.lane().as_str(),
+                    error = %refused,
+                    "blocking work not run: the OS refused the blocking pool a thread"
+                );
+            }
+        }
         Ok(())
     }
 

@@ -42,12 +42,44 @@ pub(super) struct BlockingJob<R> {
 }
 
 /// Why a job's closure did not start (see [`StartCheck`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) enum NotStarted {
     /// The scope closed (or the executor stopped) first.
     Closed,
     /// The operation deadline passed first.
     Expired,
+    /// The OS refused the blocking pool a thread, and none was there to
+    /// take the job (see [`spawn_on_pool`]); what Tokio said.
+    NoThread(String),
+}
+
+/// Hands `job` to Tokio's blocking pool. Tokio panics when the OS refuses
+/// it a thread and none is idle (a pids or thread limit, an address-space
+/// limit); that panic becomes `Err` here: the job never runs (if the pool
+/// later reaches it, it is dropped unrun, giving its permit and record
+/// back), so a caller that saw the error never sees its closure run.
+pub(super) fn spawn_on_pool<R: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    job: BlockingJob<R>,
+) -> Result<tokio::task::JoinHandle<Result<R, NotStarted>>, std::io::Error> {
+    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&refused);
+    let task = move || {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            drop(job);
+            return Err(NotStarted::NoThread(String::new()));
+        }
+        job.run()
+    };
+    catch_unwind(AssertUnwindSafe(|| handle.spawn_blocking(task))).map_err(|payload| {
+        refused.store(true, std::sync::atomic::Ordering::SeqCst);
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|message| (*message).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| String::from("the blocking pool could not start a thread"));
+        std::io::Error::other(message)
+    })
 }
 
 /// Whether a job may still start: its scope admits work and its operation

@@ -24,7 +24,7 @@
 use tokio::time::Instant;
 
 use crate::blocking::admission::{Admission, AdmissionPermit};
-use crate::blocking::job::{Abandoned, BlockingJob, NotStarted, StartCheck};
+use crate::blocking::job::{spawn_on_pool, Abandoned, BlockingJob, NotStarted, StartCheck};
 use crate::blocking::lease::LeaseShare;
 use crate::blocking::scope::Admit;
 use crate::blocking::BlockingExecutor;
@@ -266,7 +266,10 @@ impl BlockingExecutor {
     ) -> Waited<R> {
         let inner = &*self.inner;
         let policy = &inner.policy;
-        let mut handle = inner.handle.spawn_blocking(move || job.run());
+        let mut handle = match spawn_on_pool(&inner.handle, job) {
+            Ok(handle) => handle,
+            Err(refused) => return Ok(Ok(Err(NotStarted::NoThread(refused.to_string())))),
+        };
         let caller_deadline = operation_deadline
             .earliest(ShutdownDeadline::from_tokio(saturating_add(
                 started,
@@ -319,6 +322,15 @@ impl BlockingExecutor {
                 table.reject();
                 Err(self.inner.refusal(RuntimeError::closed(
                     RuntimeOperation::BlockingQueueAdmission,
+                )))
+            }
+            // The OS refused the pool a thread: the closure never runs.
+            Ok(Ok(Err(NotStarted::NoThread(message)))) => {
+                abandoned.armed = false;
+                table.reject();
+                Err(self.inner.refusal(RuntimeError::io(
+                    RuntimeOperation::RunBlockingTask,
+                    std::io::Error::other(message),
                 )))
             }
             Ok(Ok(Err(NotStarted::Expired))) => {

@@ -316,12 +316,27 @@ fn hang_guard(pid: u32) -> mpsc::Sender<()> {
 /// The persisted offsets of a data directory (`None` before the first
 /// durable table).
 fn persisted_offsets(dir: &Path) -> Option<[u64; 2]> {
-    let bytes = std::fs::read(dir.join("consumer-offsets.json")).ok()?;
+    table_offsets(&dir.join("consumer-offsets.json"))
+}
+
+/// The offsets of the table in `file` (`None` when there is none); a torn
+/// table fails the test.
+fn table_offsets(file: &Path) -> Option<[u64; 2]> {
+    let bytes = std::fs::read(file).ok()?;
     let table: serde_json::Value = serde_json::from_slice(&bytes).expect("never torn");
     Some([
         table["offsets"]["TopicTest-0"].as_u64().expect("offset"),
         table["offsets"]["TopicTest-1"].as_u64().expect("offset"),
     ])
+}
+
+/// Fills the file system `mount` until not even 64 bytes fit.
+fn fill(mount: &Mount) {
+    let mut file = std::fs::File::create(mount.path().join("filler")).expect("filler");
+    let chunk = vec![0_u8; 4096];
+    while file.write_all(&chunk).is_ok() {}
+    let small = [0_u8; 64];
+    while file.write_all(&small).is_ok() {}
 }
 
 /// A full disk: the failing path and ENOSPC are logged, `/readyz` is 503
@@ -335,12 +350,8 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
     let data = mount.path().join("data");
     let broker = Broker::start(&data);
     broker.wait_for_status("/readyz", 200);
-    // Fill the file system.
     let filler = mount.path().join("filler");
-    let mut file = std::fs::File::create(&filler).expect("filler");
-    let chunk = vec![0_u8; 4096];
-    while file.write_all(&chunk).is_ok() {}
-    drop(file);
+    fill(&mount);
     broker.wait_for_status("/readyz", 503);
     assert_eq!(broker.probe("/livez"), 200, "liveness is unaffected");
     let line = broker.wait_for_line("metadata write failed");
@@ -372,12 +383,20 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
 
 /// The offsets recorded in a data directory's `checkpoint.json`.
 fn checkpoint_offsets(dir: &Path) -> [u64; 2] {
-    let bytes = std::fs::read(dir.join("checkpoint.json")).expect("a checkpoint");
-    let table: serde_json::Value = serde_json::from_slice(&bytes).expect("a whole checkpoint");
-    [
-        table["offsets"]["TopicTest-0"].as_u64().expect("offset"),
-        table["offsets"]["TopicTest-1"].as_u64().expect("offset"),
-    ]
+    table_offsets(&dir.join("checkpoint.json")).expect("a checkpoint")
+}
+
+/// The checkpoint in `data` claims no offset beyond the durable table.
+fn assert_checkpoint_not_ahead(data: &Path) {
+    let durable = persisted_offsets(data).expect("a durable table");
+    let claimed = checkpoint_offsets(data);
+    assert!(
+        claimed
+            .iter()
+            .zip(durable)
+            .all(|(claimed, durable)| *claimed <= durable),
+        "the checkpoint {claimed:?} is ahead of the durable table {durable:?}"
+    );
 }
 
 /// A write that fails at the stop (a full disk) leaves the previous
@@ -393,25 +412,11 @@ fn a_failed_checkpoint_write_keeps_the_previous_checkpoint() {
     let (code, stderr) = run(&["--data-dir", data_arg, "--run-for", "1"]);
     assert_eq!(code, Some(0), "{stderr}");
     let previous = std::fs::read(data.join("checkpoint.json")).expect("a first checkpoint");
-    let durable = persisted_offsets(&data).expect("a durable table");
-    let claimed = checkpoint_offsets(&data);
-    assert!(
-        claimed
-            .iter()
-            .zip(durable)
-            .all(|(claimed, durable)| *claimed <= durable),
-        "the checkpoint {claimed:?} is ahead of the durable table {durable:?}"
-    );
+    assert_checkpoint_not_ahead(&data);
 
     let broker = Broker::start(&data);
     broker.wait_for_status("/readyz", 200);
-    let filler = mount.path().join("filler");
-    let mut file = std::fs::File::create(&filler).expect("filler");
-    let chunk = vec![0_u8; 4096];
-    while file.write_all(&chunk).is_ok() {}
-    let small = [0_u8; 64];
-    while file.write_all(&small).is_ok() {}
-    drop(file);
+    fill(&mount);
     broker.wait_for_status("/readyz", 503);
     broker.signal(SIGTERM);
     let (code, _stdout) = broker.finish();
@@ -421,15 +426,7 @@ fn a_failed_checkpoint_write_keeps_the_previous_checkpoint() {
         previous,
         "the previous checkpoint was damaged or replaced by a table that is not durable"
     );
-    let durable = persisted_offsets(&data).expect("a durable table");
-    let claimed = checkpoint_offsets(&data);
-    assert!(
-        claimed
-            .iter()
-            .zip(durable)
-            .all(|(claimed, durable)| *claimed <= durable),
-        "the checkpoint {claimed:?} is ahead of the durable table {durable:?}"
-    );
+    assert_checkpoint_not_ahead(&data);
 }
 
 /// A data directory that cannot be used is refused at start (exit 1) with
@@ -806,6 +803,15 @@ fn clean_runs_print_no_failure_line() {
     }
 }
 
+/// Waits for `broker` to exit and expects a clean stop (exit 0) whose
+/// report gives `reason`.
+fn stops_cleanly_with_reason(broker: Broker, reason: &str) {
+    let (code, stdout) = broker.finish();
+    assert_eq!(code, Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["reason"], reason, "{report}");
+}
+
 /// SIGHUP (a closed terminal, systemd's `SendSIGHUP=`) stops the broker as
 /// SIGTERM does, and the report's reason names it.
 #[test]
@@ -813,10 +819,7 @@ fn sighup_stops_gracefully_and_is_named_in_the_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
     broker.signal(Signal::SIGHUP);
-    let (code, stdout) = broker.finish();
-    assert_eq!(code, Some(0), "{stdout}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
-    assert_eq!(report["reason"], "signal (SIGHUP)", "{report}");
+    stops_cleanly_with_reason(broker, "signal (SIGHUP)");
 }
 
 /// SIGUSR1 writes the diagnostics summary and the broker keeps running;
@@ -832,10 +835,7 @@ fn sigusr1_prints_the_diagnostics_summary_and_sigusr2_is_ignored() {
     broker.wait_for_line("SIGUSR2 ignored");
     assert_eq!(broker.probe("/livez"), 200, "still running");
     broker.signal(SIGTERM);
-    let (code, stdout) = broker.finish();
-    assert_eq!(code, Some(0), "{stdout}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
-    assert_eq!(report["reason"], "signal", "{report}");
+    stops_cleanly_with_reason(broker, "signal");
 }
 
 /// A storm of 200 mixed termination and operator signals during the drain
@@ -853,10 +853,7 @@ fn a_signal_storm_during_the_drain_still_ends_with_the_report() {
     for index in 0..200 {
         broker.signal(storm[index % storm.len()]);
     }
-    let (code, stdout) = broker.finish();
-    assert_eq!(code, Some(0), "{stdout}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
-    assert_eq!(report["reason"], "signal", "{report}");
+    stops_cleanly_with_reason(broker, "signal");
 }
 
 /// A pids cgroup (v1) of its own, removed on drop.

@@ -37,22 +37,7 @@ struct Server {
 
 impl Server {
     async fn start(config: ServiceLifecycleConfig) -> Self {
-        let context = RuntimeContext::try_from_current("probe-test").expect("inside Tokio");
-        let group = context
-            .root_group()
-            .try_child("probes")
-            .expect("child group");
-        let lifecycle = ServiceLifecycle::new(config);
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let task = tokio::spawn(serve_probes(listener, lifecycle.clone(), group.clone()));
-        Self {
-            addr,
-            lifecycle,
-            group,
-            task,
-            _context: context,
-        }
+        Self::start_lifecycle(ServiceLifecycle::new(config)).await
     }
 
     /// A server for `lifecycle` (built by the caller, e.g. with a token).

@@ -945,3 +945,56 @@ fn unsafe_pre_exec_join(command: &mut Command, procs: PathBuf) {
         });
     }
 }
+
+/// Under `RLIMIT_NOFILE` 64, 100 idle probe clients never take the
+/// descriptors storage needs: the offsets keep being written, `/livez`
+/// answers, and the stop is clean (every accepted table durable).
+#[test]
+fn idle_probe_clients_never_take_the_descriptors_storage_needs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start_with(dir.path(), &[], |command| {
+        limit_open_files(command, 64);
+        command
+    });
+    let address = broker.probes.expect("probes");
+    let idle: Vec<TcpStream> = (0..100)
+        .filter_map(|_| TcpStream::connect(address).ok())
+        .collect();
+    assert_eq!(idle.len(), 100, "the backlog takes them all");
+    let before = persisted_offsets(dir.path()).unwrap_or([0, 0]);
+    poll_until(
+        "the offsets advance while the clients hold their connections",
+        Duration::from_millis(50),
+        || persisted_offsets(dir.path()).is_some_and(|now| now[0] > before[0] + 20),
+        || broker.stderr(),
+    );
+    assert_eq!(broker.probe("/livez"), 200);
+    broker.signal(SIGTERM);
+    let stderr = Arc::clone(&broker.lines);
+    let (code, stdout) = broker.finish();
+    let stderr = stderr.list.lock().expect("lines").join("\n");
+    assert!(!stderr.contains("os error 24"), "{stderr}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    drop(idle);
+}
+
+/// Sets the child's `RLIMIT_NOFILE` (soft and hard) to `limit` before
+/// `exec`.
+#[allow(unsafe_code, reason = "pre_exec runs between fork and exec")]
+fn limit_open_files(command: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing is allocated after
+    // the fork.
+    unsafe {
+        command.pre_exec(move || {
+            let value = nix::libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if nix::libc::setrlimit(nix::libc::RLIMIT_NOFILE, &value) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -19,7 +19,7 @@
 //! | Condition | Status |
 //! | --- | --- |
 //! | malformed head, or end of stream before a complete head | `400` `bad_request` |
-//! | a head of [`MAX_REQUEST_HEAD_BYTES`] or more (oversized: 400) | `400` `bad_request` |
+//! | a head of [`MAX_REQUEST_HEAD_BYTES`] or more | `431` `request_header_fields_too_large`, then close at once (no lingering: the slot goes to the next probe) |
 //! | more than 64 header fields | `431` `request_header_fields_too_large` |
 //! | a head not read completely within [`PROBE_IO_TIMEOUT`] of the accept (however the client paces it) | `408` `request_timeout` (best effort), then close |
 //!
@@ -31,11 +31,14 @@
 //!
 //! 1. Routes only call lifecycle APIs ([`ServiceLifecycle::is_ready`],
 //!    `request_shutdown`, ...), never its state.
-//! 2. At most [`MAX_PROBE_CONNECTIONS`] connection tasks run at a time,
+//! 2. At most [`MAX_PROBE_CONNECTIONS`] connection tasks run at a time
+//!    (fewer under a low `RLIMIT_NOFILE`: a quarter of it, at least 4),
 //!    each a [`TaskKind::Worker`] task of the server's group, plus the one
 //!    connection the accept loop holds while it waits for a slot. When
 //!    every slot is taken, the connection that has waited longest without
-//!    sending a complete request head is closed to make room, so clients
+//!    sending a complete request head (among those polled at least once:
+//!    a head that arrived with the connection is read before it can be
+//!    evicted) is closed to make room, so clients
 //!    that hold idle or half-sent connections (hundreds of them) cannot keep
 //!    a probe waiting: a probe's head arrives at once and is answered. Only
 //!    when every open connection has a complete head (it is being answered,
@@ -88,6 +91,9 @@ const MAX_HEADERS: usize = 64;
 /// bytes are discarded (within [`PROBE_IO_TIMEOUT`]) before closing, so the
 /// close does not turn into a reset that destroys the response.
 const LINGER_DISCARD_BYTES: usize = 64 * 1_024;
+/// How often a full server looks again for a connection to evict while
+/// every open one is still to be polled for the first time.
+const EVICTION_RETRY: Duration = Duration::from_millis(1);
 /// Task name of one connection.
 const CONNECTION_TASK_NAME: &str = "service-lifecycle.probe-connection";
 
@@ -108,7 +114,7 @@ pub(crate) async fn serve_probes(
     group: TaskGroup,
 ) {
     let token = group.cancellation_token();
-    let permits = Arc::new(Semaphore::new(MAX_PROBE_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(connection_cap(open_files_soft_limit())));
     let slots = Arc::new(Slots::default());
     let mut consecutive_failures = 0_u32;
     let mut backoff = ACCEPT_BACKOFF_INITIAL;
@@ -127,16 +133,24 @@ pub(crate) async fn serve_probes(
                     Err(_) => {
                         // Every slot is taken: close the connection that
                         // has waited longest for its head, then take the
-                        // slot it gives back.
-                        slots.evict_oldest_idle();
-                        tokio::select! {
-                            biased;
-                            () = token.cancelled() => return,
-                            acquired = Arc::clone(&permits).acquire_owned() => match acquired {
-                                Ok(acquired) => acquired,
-                                Err(_closed) => return,
-                            },
+                        // slot it gives back. Connections not yet polled
+                        // are not candidates (their head may be waiting
+                        // in the socket); while none is, look again every
+                        // millisecond as they are polled.
+                        let mut acquired = None;
+                        while acquired.is_none() {
+                            slots.evict_oldest_idle();
+                            acquired = tokio::select! {
+                                biased;
+                                () = token.cancelled() => return,
+                                acquired = Arc::clone(&permits).acquire_owned() => match acquired {
+                                    Ok(acquired) => Some(acquired),
+                                    Err(_closed) => return,
+                                },
+                                () = tokio::time::sleep(EVICTION_RETRY) => None,
+                            };
                         }
+                        acquired.unwrap_or_else(|| unreachable!("the loop ends with a permit"))
                     }
                 };
                 let slot = slots.open();
@@ -188,6 +202,29 @@ pub(crate) async fn serve_probes(
     }
 }
 
+/// The connections the server holds at once: [`MAX_PROBE_CONNECTIONS`],
+/// and at most a quarter of the process's descriptors (`RLIMIT_NOFILE`,
+/// soft), at least 4: probe clients never take the descriptors storage
+/// needs (a limit of 64 leaves 48 to the rest of the process). Clients
+/// beyond the cap wait in the listen backlog, holding no descriptor.
+fn connection_cap(open_files: Option<u64>) -> usize {
+    let quarter = open_files.map_or(usize::MAX, |limit| {
+        usize::try_from(limit / 4).unwrap_or(usize::MAX)
+    });
+    quarter.clamp(4, MAX_PROBE_CONNECTIONS)
+}
+
+/// The soft `RLIMIT_NOFILE`, read from `/proc/self/limits` (the crate
+/// links no libc binding); `None` where it cannot be read or is unlimited.
+fn open_files_soft_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|soft| soft.parse().ok())
+}
+
 /// The open connections in accept order, each with whether its head is
 /// still awaited: the eviction order of invariant 2.
 #[derive(Default)]
@@ -203,6 +240,10 @@ struct SlotState {
     /// completed as the eviction picks the slot is never routed and then
     /// dropped unanswered.
     phase: std::sync::atomic::AtomicU8,
+    /// Set by the connection's first poll, right before its first read:
+    /// only then can a head that already arrived be told from one that is
+    /// still awaited, so an unpolled connection is never evicted.
+    polled: std::sync::atomic::AtomicBool,
 }
 
 const AWAITING_HEAD: u8 = 0;
@@ -221,6 +262,7 @@ impl Slots {
         let state = Arc::new(SlotState {
             evicted: CancellationToken::new(),
             phase: std::sync::atomic::AtomicU8::new(AWAITING_HEAD),
+            polled: std::sync::atomic::AtomicBool::new(false),
         });
         self.open.lock().push_back(Arc::clone(&state));
         Slot {
@@ -230,10 +272,13 @@ impl Slots {
         }
     }
 
-    /// Closes the oldest connection still waiting for its head, if any.
+    /// Closes the oldest polled connection still waiting for its head, if
+    /// any.
     fn evict_oldest_idle(&self) {
         let open = self.open.lock();
-        if let Some(oldest) = open.iter().find(|slot| slot.leave_awaiting(EVICTED)) {
+        if let Some(oldest) = open.iter().find(|slot| {
+            slot.polled.load(std::sync::atomic::Ordering::Acquire) && slot.leave_awaiting(EVICTED)
+        }) {
             oldest.evicted.cancel();
         }
     }
@@ -390,6 +435,9 @@ impl Caller {
 
 /// Serves one request on `stream` and closes it.
 async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, slot: &Slot) {
+    slot.state
+        .polled
+        .store(true, std::sync::atomic::Ordering::Release);
     let head = read_head(&mut stream).await;
     if !slot.head_read() {
         return;
@@ -406,7 +454,13 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, s
             Response::plain(431, "request_header_fields_too_large"),
             true,
         ),
-        Head::Oversized => (Response::plain(400, "bad_request"), true),
+        // No lingering for a head past the limit: its sender may keep
+        // sending for long (a 64 KiB head), and its slot is worth more to
+        // the next probe than the courtesy of a clean close.
+        Head::Oversized => (
+            Response::plain(431, "request_header_fields_too_large"),
+            false,
+        ),
         Head::TimedOut => (Response::plain(408, "request_timeout"), false),
         Head::Broken => return,
     };
@@ -629,6 +683,15 @@ const fn reason_phrase(status: u16) -> &'static str {
 #[cfg(all(test, not(loom)))]
 mod unit_tests {
     use super::*;
+
+    #[test]
+    fn the_connection_cap_takes_at_most_a_quarter_of_the_descriptors() {
+        assert_eq!(connection_cap(None), MAX_PROBE_CONNECTIONS);
+        assert_eq!(connection_cap(Some(1_048_576)), MAX_PROBE_CONNECTIONS);
+        assert_eq!(connection_cap(Some(64)), 16);
+        assert_eq!(connection_cap(Some(8)), 4);
+        assert!(open_files_soft_limit().is_none_or(|limit| limit > 0));
+    }
 
     #[test]
     fn accept_errors_are_classified() {

@@ -431,29 +431,38 @@ async fn malformed_and_empty_heads_are_400() {
 }
 
 #[tokio::test]
-async fn oversized_heads_are_400_and_too_many_fields_431() {
+async fn oversized_heads_and_too_many_fields_are_431() {
     use ServiceLifecycleState::Starting;
     let server = Server::start_default().await;
 
     // A head that does not end within 2,048 bytes (sent in one piece, more
     // than the limit, without a terminating blank line in the first 2 KiB):
-    // An oversized head is answered with 400.
+    // An oversized head is answered with 431.
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.extend_from_slice(&[b'a'; 3_000]);
     raw.extend_from_slice(b"\r\n\r\n");
-    server.send(&raw).await.expect(400, "bad_request", Starting);
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
 
-    // Exactly at the limit still incomplete: 400 as well.
+    // Exactly at the limit still incomplete: 431 as well.
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.resize(2_048, b'b');
-    server.send(&raw).await.expect(400, "bad_request", Starting);
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
 
     // A complete head of exactly 2,048 bytes is oversized too (≥ 2,048).
     let mut raw = b"GET /readyz HTTP/1.1\r\nX-Fill: ".to_vec();
     raw.resize(2_044, b'd');
     raw.extend_from_slice(b"\r\n\r\n");
     assert_eq!(raw.len(), 2_048);
-    server.send(&raw).await.expect(400, "bad_request", Starting);
+    server
+        .send(&raw)
+        .await
+        .expect(431, "request_header_fields_too_large", Starting);
 
     // Too many header fields within the size limit.
     let mut raw = b"GET /readyz HTTP/1.1\r\n".to_vec();

@@ -31,6 +31,11 @@
 //!    usually back by then and the push is queued without a registration,
 //!    a timer or a wake-up (a parked producer costs one per wait). A push
 //!    still refused parks as in 1.
+//! 7. Every `push_until` takes one unit of the task's cooperative budget
+//!    first (`tokio::task::consume_budget`), as Tokio's channels do: a
+//!    producer whose pushes never wait still yields once its budget is
+//!    spent, so a consumer on the same worker runs and the two do not
+//!    trade every item across cores.
 
 use tokio::time::Instant;
 
@@ -61,6 +66,10 @@ impl<T> BudgetedQueue<T> {
         class: BudgetClass,
         deadline: Instant,
     ) -> QueuePushOutcome<T> {
+        // One unit of the task's cooperative budget, as Tokio's channels
+        // take: a producer whose pushes never wait yields now and then
+        // instead of holding its worker (invariant 7).
+        tokio::task::consume_budget().await;
         if self.policy() != FullPolicy::WaitUntilDeadline {
             return self.try_push(item, retained_bytes, class);
         }

@@ -216,13 +216,9 @@ fn an_unknown_commit_outcome_makes_storage_unready_at_once_and_stops_the_service
     assert!(failures[0].outcome_unknown);
     assert_eq!(failures[0].consecutive_failures, 1);
     owner.block_on(until("storage degraded", || !lifecycle.is_ready()));
-    owner.block_on(until("escalated", || {
-        lifecycle.shutdown_request().is_some()
-    }));
-    assert_eq!(
-        lifecycle.shutdown_request().map(|request| request.reason),
-        Some(rocketmq_runtime::ShutdownReason::Internal)
-    );
+    // The escalation's request is an event: waited for, not polled.
+    let request = owner.block_on(support::guard("escalated", lifecycle.wait_for_shutdown()));
+    assert_eq!(request.reason, rocketmq_runtime::ShutdownReason::Internal);
     assert_eq!(
         lifecycle.state(),
         rocketmq_runtime::ServiceLifecycleState::Failed

@@ -330,13 +330,34 @@ fn table_offsets(file: &Path) -> Option<[u64; 2]> {
     ])
 }
 
-/// Fills the file system `mount` until not even 64 bytes fit.
+/// Fills the file system `mount` until not even 64 bytes fit, appending to
+/// what an earlier call left.
 fn fill(mount: &Mount) {
-    let mut file = std::fs::File::create(mount.path().join("filler")).expect("filler");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(mount.path().join("filler"))
+        .expect("filler");
     let chunk = vec![0_u8; 4096];
     while file.write_all(&chunk).is_ok() {}
     let small = [0_u8; 64];
     while file.write_all(&small).is_ok() {}
+}
+
+/// Fills `mount` until the broker's `/readyz` answers 503. One fill is not
+/// always enough: a replace the broker had in flight frees the old file's
+/// page after the fill, and from then on each replace reuses the page the
+/// one before it freed, so the fill is repeated until a write fails.
+fn fill_until_unready(broker: &Broker, mount: &Mount) {
+    poll_until(
+        "/readyz never answered 503 on a full disk",
+        Duration::from_millis(20),
+        || {
+            fill(mount);
+            broker.probe("/readyz") == 503
+        },
+        || broker.stderr(),
+    );
 }
 
 /// A full disk: the failing path and ENOSPC are logged, `/readyz` is 503
@@ -351,8 +372,7 @@ fn a_full_disk_is_logged_unready_while_full_and_fails_the_exit() {
     let broker = Broker::start(&data);
     broker.wait_for_status("/readyz", 200);
     let filler = mount.path().join("filler");
-    fill(&mount);
-    broker.wait_for_status("/readyz", 503);
+    fill_until_unready(&broker, &mount);
     assert_eq!(broker.probe("/livez"), 200, "liveness is unaffected");
     let line = broker.wait_for_line("metadata write failed");
     assert!(line.contains("os error 28"), "{line}");
@@ -416,8 +436,7 @@ fn a_failed_checkpoint_write_keeps_the_previous_checkpoint() {
 
     let broker = Broker::start(&data);
     broker.wait_for_status("/readyz", 200);
-    fill(&mount);
-    broker.wait_for_status("/readyz", 503);
+    fill_until_unready(&broker, &mount);
     broker.signal(SIGTERM);
     let (code, _stdout) = broker.finish();
     assert_eq!(code, Some(1), "the last table was not durable");

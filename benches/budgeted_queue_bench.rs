@@ -397,17 +397,23 @@ enum Pushing {
     Reject,
 }
 
-/// `producers` tasks push `CONTENDED_ITEMS` in all into `queue` while one
+/// `producers` tasks push `CONTENDED_ITEMS` in all into a queue `make`
+/// builds for `policy` while one
 /// consumer task receives them all. Every task is spawned from outside
 /// the workers (the runtime's injection queue), so whichever worker is
 /// free takes it: no task starts in another's worker-local slot, where the
 /// scheduler would keep a producer on its consumer's core.
 fn queue_contended(
     rt: &Runtime,
-    queue: &BudgetedQueue<u32>,
+    make: fn(FullPolicy) -> BudgetedQueue<u32>,
+    policy: FullPolicy,
     producers: u32,
     pushing: Pushing,
 ) -> Duration {
+    // A queue of its own each round, as the channel is: a round measures
+    // a fresh allocation of both, never one placement of the queue's
+    // lines for every round.
+    let queue = &make(policy);
     let consume = {
         let queue = queue.clone();
         async move {
@@ -540,9 +546,12 @@ fn contended(
         (Pushing::Wait, FullPolicy::WaitUntilDeadline, "wait"),
         (Pushing::Reject, FullPolicy::Reject, "reject"),
     ] {
-        for (shape, queue) in [
-            ("contended", own_budget_queue(policy)),
-            ("contended_under_process", process_child_queue(policy)),
+        for (shape, make) in [
+            (
+                "contended",
+                own_budget_queue as fn(FullPolicy) -> BudgetedQueue<u32>,
+            ),
+            ("contended_under_process", process_child_queue),
         ] {
             for producers in CONTENDED_PRODUCERS {
                 let case = format!("{label}/{producers}");
@@ -551,7 +560,7 @@ fn contended(
                 }
                 let (ratio, tracked, base) = paired_median(
                     ROUNDS,
-                    || queue_contended(&rt, &queue, producers, pushing),
+                    || queue_contended(&rt, make, policy, producers, pushing),
                     || mpsc_contended(&rt, producers, pushing),
                 );
                 record(

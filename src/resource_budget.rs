@@ -6,6 +6,7 @@ mod budget;
 mod dynamic;
 pub(crate) mod memory;
 mod queue;
+mod stripes;
 #[cfg(loom)]
 pub(crate) mod tests;
 mod tree;

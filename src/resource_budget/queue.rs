@@ -37,7 +37,10 @@
 //!    the push is refused with `Closed`. So a push either is queued before
 //!    the close, where a consumer will see it, or is refused. A refused
 //!    reservation at the queue's own level sends a `CoalesceLatest` push to
-//!    the locked path. `DropStale` and `CloseSlowConsumer` pushes, and
+//!    the locked path. A refusal writes only the refusing thread's stripes
+//!    (its counts and the rejection's path, `stripes.rs`), so producers
+//!    refused on several cores share no line they write. `DropStale` and
+//!    `CloseSlowConsumer` pushes, and
 //!    pushes of a producer's permit, look at the head first: they take both
 //!    locks and reserve under them.
 //! 5. Discarded items are dropped after the queue's locks are released, so
@@ -98,6 +101,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::resource_budget::stripes::StripedCounter;
 use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
@@ -206,7 +210,8 @@ struct ReaderWake {
 struct QueueStats {
     waiters: AtomicUsize,
     throttled: AtomicU64,
-    rejected: AtomicU64,
+    /// Written by every refused push, on the refusing thread's stripe.
+    rejected: StripedCounter,
     waited: AtomicU64,
     deadline_exceeded: AtomicU64,
 }
@@ -290,7 +295,7 @@ impl<T> BudgetedQueue<T> {
                 stats: Padded(QueueStats {
                     waiters: AtomicUsize::new(0),
                     throttled: AtomicU64::new(0),
-                    rejected: AtomicU64::new(0),
+                    rejected: StripedCounter::default(),
                     waited: AtomicU64::new(0),
                     deadline_exceeded: AtomicU64::new(0),
                 }),
@@ -388,7 +393,7 @@ impl<T> BudgetedQueue<T> {
     /// Counts a refused push once (in `rejected_count`).
     fn counted(&self, outcome: QueuePushOutcome<T>) -> QueuePushOutcome<T> {
         if !outcome.is_accepted() {
-            self.inner.stats.0.rejected.fetch_add(1, Ordering::Relaxed);
+            self.inner.stats.0.rejected.add(1);
         }
         outcome
     }
@@ -849,7 +854,7 @@ impl<T> BudgetedQueue<T> {
                 .front()
                 .map(|entry| now.saturating_sub(entry.enqueued_at)),
             throttled_count: inner.stats.0.throttled.load(Ordering::Relaxed),
-            rejected_count: inner.stats.0.rejected.load(Ordering::Relaxed),
+            rejected_count: inner.stats.0.rejected.load(),
             dropped_count: budget.dropped_count,
             coalesced_count: budget.coalesced_count,
             closed_slow_consumer_count: budget.closed_slow_consumer_count,

@@ -46,7 +46,9 @@
 //!    nobody; rates are not read.
 //! 8. Statistics that no decision reads (`rejected`, `throttled`, `dropped`,
 //!    `coalesced`, slow-consumer closes) are plain atomics even under loom
-//!    (`StatCounter`), so the models explore only the bounded counters.
+//!    (`StatCounter`, or per-thread stripes for `rejected`, which every
+//!    refusal writes: `stripes.rs`), so the models explore only the bounded
+//!    counters.
 //! 9. Dynamic key names are validated (`validate_name`) before the held-name
 //!    lookup.
 
@@ -58,6 +60,7 @@ use tokio::sync::Notify;
 
 use crate::error::RuntimeContractViolation;
 use crate::loom::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, StatCounter, StaticAtomicU64};
+use crate::resource_budget::stripes::{StripedCounter, StripedPath};
 use crate::resource_budget::types::{
     BudgetClass, BudgetDimension, BudgetLimit, BudgetRejection, BudgetRejectionReason,
     BudgetSnapshot, MonotonicClock,
@@ -157,7 +160,10 @@ pub(crate) struct Node {
 #[derive(Debug)]
 #[repr(align(128))]
 pub(crate) struct NodeStats {
-    rejected: StatCounter,
+    /// Written by every counted refusal, on the refusing thread's stripe.
+    rejected: StripedCounter,
+    /// The path rejections carry, one copy per stripe.
+    path: StripedPath,
     throttled: StatCounter,
     pub(crate) dropped: StatCounter,
     pub(crate) coalesced: StatCounter,
@@ -206,7 +212,8 @@ impl Node {
             rate,
             gate,
             stats: NodeStats {
-                rejected: StatCounter::new(0),
+                rejected: StripedCounter::default(),
+                path: StripedPath::default(),
                 throttled: StatCounter::new(0),
                 dropped: StatCounter::new(0),
                 coalesced: StatCounter::new(0),
@@ -393,8 +400,8 @@ impl Node {
 
     pub(super) fn rejection(&self, at: &Node, reason: BudgetRejectionReason) -> BudgetRejection {
         BudgetRejection {
-            path: Arc::clone(&self.path),
-            exhausted_path: (!std::ptr::eq(self, at)).then(|| Arc::clone(&at.path)),
+            path: self.stats.path.get(&self.path),
+            exhausted_path: (!std::ptr::eq(self, at)).then(|| at.stats.path.get(&at.path)),
             reason,
             policy: self.limit.full_policy,
         }
@@ -404,9 +411,9 @@ impl Node {
     /// `rejected_count` at `at` and, when the request came through a
     /// deeper level, at this level (the one the caller asked) as well.
     pub(super) fn refused(&self, at: &Node, dimension: BudgetDimension) -> BudgetRejection {
-        at.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        at.stats.rejected.add(1);
         if !std::ptr::eq(self, at) {
-            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            self.stats.rejected.add(1);
         }
         self.rejection(at, BudgetRejectionReason::Capacity(dimension))
     }
@@ -554,7 +561,7 @@ impl Node {
             current_bytes: counts.bytes,
             admitted_count: counts.admitted,
             released_count: counts.released,
-            rejected_count: self.stats.rejected.load(Ordering::Relaxed),
+            rejected_count: self.stats.rejected.load(),
             throttled_count: self.stats.throttled.load(Ordering::Relaxed),
             dropped_count: self.stats.dropped.load(Ordering::Relaxed),
             coalesced_count: self.stats.coalesced.load(Ordering::Relaxed),

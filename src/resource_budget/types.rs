@@ -18,6 +18,7 @@ use std::time::Duration;
 pub(crate) use crate::error::BudgetDimension;
 use crate::error::RuntimeContractViolation;
 use crate::loom::Arc;
+use crate::resource_budget::stripes::PathCopy;
 
 /// What a full budgeted queue does with a new item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -271,10 +272,12 @@ pub enum BudgetRejectionReason {
 /// A refused reservation: a normal outcome, not an error.
 #[derive(Clone)]
 pub struct BudgetRejection {
-    pub(crate) path: Arc<str>,
+    /// The calling thread's copy of the path (`stripes.rs`): a refusal
+    /// moves no reference count another core writes.
+    pub(crate) path: std::sync::Arc<PathCopy>,
     /// `None` when the requested level itself refused (the common case: a
     /// refusal then costs one reference count, not two).
-    pub(crate) exhausted_path: Option<Arc<str>>,
+    pub(crate) exhausted_path: Option<std::sync::Arc<PathCopy>>,
     pub(crate) reason: BudgetRejectionReason,
     pub(crate) policy: FullPolicy,
 }
@@ -282,12 +285,15 @@ pub struct BudgetRejection {
 impl BudgetRejection {
     /// The budget the request was made against.
     pub fn path(&self) -> &str {
-        &self.path
+        self.path.as_str()
     }
 
     /// The level that refused (the request's own budget or an ancestor).
     pub fn exhausted_path(&self) -> &str {
-        self.exhausted_path.as_deref().unwrap_or(&self.path)
+        self.exhausted_path
+            .as_deref()
+            .unwrap_or(&self.path)
+            .as_str()
     }
 
     /// The exhausted dimension; `None` exactly when the budget is closed.
@@ -316,7 +322,7 @@ impl BudgetRejection {
 
 impl PartialEq for BudgetRejection {
     fn eq(&self, other: &Self) -> bool {
-        self.path == other.path
+        self.path() == other.path()
             && self.exhausted_path() == other.exhausted_path()
             && self.reason == other.reason
             && self.policy == other.policy
@@ -328,7 +334,7 @@ impl Eq for BudgetRejection {}
 impl fmt::Debug for BudgetRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BudgetRejection")
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("exhausted_path", &self.exhausted_path())
             .field("reason", &self.reason)
             .field("policy", &self.policy)
@@ -342,7 +348,7 @@ impl fmt::Display for BudgetRejection {
             BudgetRejectionReason::Capacity(dimension) => write!(
                 f,
                 "budget {} rejected: {} exhausted at {}",
-                self.path,
+                self.path(),
                 dimension,
                 self.exhausted_path()
             ),
@@ -350,7 +356,7 @@ impl fmt::Display for BudgetRejection {
                 write!(
                     f,
                     "budget {} rejected: closed at {}",
-                    self.path,
+                    self.path(),
                     self.exhausted_path()
                 )
             }

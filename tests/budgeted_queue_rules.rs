@@ -246,3 +246,45 @@ fn a_displaced_destructor_may_use_the_queue() {
     assert!(coalesced);
     assert_eq!(seen_rx.recv().expect("destructor ran"), 1);
 }
+
+/// How many of `rounds` calls of `step` ran before a task spawned first
+/// got its turn on the current-thread runtime (`rounds` if it never did).
+async fn steps_before_a_neighbour_runs<F: std::future::Future<Output = ()>>(
+    rounds: usize,
+    mut step: impl FnMut() -> F,
+) -> usize {
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let neighbour = tokio::spawn({
+        let ran = std::sync::Arc::clone(&ran);
+        async move { ran.store(true, std::sync::atomic::Ordering::SeqCst) }
+    });
+    let mut steps = 0;
+    while steps < rounds && !ran.load(std::sync::atomic::Ordering::SeqCst) {
+        step().await;
+        steps += 1;
+    }
+    neighbour.await.expect("neighbour");
+    steps
+}
+
+/// `push_until` takes a unit of Tokio's cooperative budget, as a channel's
+/// `send` does (`waiting.rs`, invariant 7): a producer whose pushes never
+/// wait still yields to the other tasks on its worker.
+#[tokio::test(flavor = "current_thread")]
+async fn push_until_yields_to_its_worker() {
+    let queue = BudgetedQueue::new(
+        ResourceBudgetTree::new(
+            "queue",
+            limit(10_000, 1 << 30, FullPolicy::WaitUntilDeadline),
+        )
+        .expect("valid")
+        .root(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let steps = steps_before_a_neighbour_runs(1_000, || async {
+        let pushed = queue.push_until(0, 1, BudgetClass::Data, deadline).await;
+        assert!(pushed.is_accepted());
+    })
+    .await;
+    assert!(steps < 1_000, "push_until never yielded in {steps} calls");
+}

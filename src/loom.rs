@@ -97,6 +97,50 @@ mod imp {
 #[allow(unused_imports)]
 pub(crate) use imp::*;
 
+/// The unbounded lock-free FIFO behind a budgeted queue's tail
+/// (crossbeam's `SegQueue`). Under loom a mutex-guarded deque stands in:
+/// the models check the queue's own protocol around it (who counts itself
+/// in flight, who reads which flag), taking the FIFO's linearizability as
+/// given.
+#[cfg(not(loom))]
+pub(crate) use crossbeam_queue::SegQueue;
+
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(crate) struct SegQueue<T>(loom::sync::Mutex<std::collections::VecDeque<T>>);
+
+#[cfg(loom)]
+impl<T> SegQueue<T> {
+    pub(crate) fn new() -> Self {
+        Self(loom::sync::Mutex::new(std::collections::VecDeque::new()))
+    }
+
+    pub(crate) fn push(&self, value: T) {
+        self.0.lock().expect("unpoisoned").push_back(value);
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.0.lock().expect("unpoisoned").pop_front()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().expect("unpoisoned").len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Lets another thread run while this one waits for it (a short spin on
+/// pushes that are mid-append; under loom, a scheduling point).
+pub(crate) fn yield_thread() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
 /// Process-wide counters live in `static`s, which loom's atomics cannot
 /// initialise; they are plain `fetch_add` id sources that no model explores.
 pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;

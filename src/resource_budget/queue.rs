@@ -100,8 +100,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
-use crate::resource_budget::stripes::StripedCounter;
+use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, SegQueue};
+use crate::resource_budget::stripes::{InFlight, StripedCounter};
 use crate::resource_budget::tree::Node;
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
@@ -149,10 +149,10 @@ impl<T> Side<T> {
     }
 }
 
-/// The producers' side: the newest entries, and the newest stamp ever
-/// queued (stamps follow queue order, `stamps.rs`).
-struct Tail<T> {
-    side: Side<T>,
+/// What the tail lock guards: the newest stamp ever queued (stamps follow
+/// queue order, `stamps.rs`). The lock also orders the appends that stamp,
+/// a close, and whatever needs the whole queue (invariant 3).
+struct Tail {
     newest_stamp: Duration,
 }
 
@@ -161,11 +161,11 @@ struct Tail<T> {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// Both sides locked (head, then tail), the tail moved behind the head:
-/// `head` holds every entry, oldest first, and `tail` none.
+/// Both locks held (head, then tail), the appended entries moved behind
+/// the head: `head` holds every entry appended so far, oldest first.
 struct Whole<'a, T> {
     head: MutexGuard<'a, Side<T>>,
-    tail: MutexGuard<'a, Tail<T>>,
+    tail: MutexGuard<'a, Tail>,
 }
 
 /// What a pop found.
@@ -193,7 +193,11 @@ struct QueueInner<T> {
     /// for a key's close.
     closable: bool,
     head: Padded<Mutex<Side<T>>>,
-    tail: Padded<Mutex<Tail<T>>>,
+    tail: Padded<Mutex<Tail>>,
+    /// The appended entries, newer than every head entry (invariant 3).
+    appended: SegQueue<Entry<T>>,
+    /// Pushes deciding to append or appending (invariant 8).
+    pushing: InFlight,
     wake: Padded<ReaderWake>,
     stats: Padded<QueueStats>,
 }
@@ -284,9 +288,10 @@ impl<T> BudgetedQueue<T> {
                 budget,
                 head: Padded(Mutex::new(Side::new())),
                 tail: Padded(Mutex::new(Tail {
-                    side: Side::new(),
                     newest_stamp: Duration::ZERO,
                 })),
+                appended: SegQueue::new(),
+                pushing: InFlight::new(),
                 closed: AtomicBool::new(false),
                 wake: Padded(ReaderWake {
                     readers: Notify::new(),
@@ -316,25 +321,39 @@ impl<T> BudgetedQueue<T> {
         self.inner.budget.monotonic_now()
     }
 
-    /// Both sides locked, the tail moved behind the head (invariant 3).
+    /// Both locks held, the appended entries moved behind the head
+    /// (invariant 3).
     fn whole(&self) -> Whole<'_, T> {
         let mut head = self.inner.head.0.lock();
-        let mut tail = self.inner.tail.0.lock();
-        if head.items.is_empty() {
-            // Cheaper than appending: the head takes the tail's deque.
-            std::mem::swap(&mut *head, &mut tail.side);
-        } else {
-            let moved = std::mem::take(&mut tail.side.bytes);
-            head.items.append(&mut tail.side.items);
-            head.bytes += moved;
-        }
+        let tail = self.inner.tail.0.lock();
+        self.take_appended(&mut head);
         Whole { head, tail }
     }
 
-    /// Whether a push under the tail lock must be refused as `Closed`:
-    /// the queue or its budget closed (invariant 8).
+    /// Moves every appended entry behind the head (the head lock held).
+    fn take_appended(&self, head: &mut Side<T>) {
+        while let Some(entry) = self.inner.appended.pop() {
+            head.bytes += entry.bytes;
+            head.items.push_back(entry);
+        }
+    }
+
+    /// Whether a push must be refused as `Closed`: the queue or its budget
+    /// closed (invariant 8).
     fn refuses_under_tail(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire) || self.budget_closed()
+        self.inner.closed.load(Ordering::SeqCst) || self.budget_closed()
+    }
+
+    /// Called by a consumer holding the head lock that found nothing
+    /// queued: whether nothing ever will be (invariant 8). The queue or its
+    /// budget closed, no push is still between its check and its append,
+    /// and nothing was appended meanwhile.
+    fn closed_and_drained(&self) -> bool {
+        if !self.refuses_under_tail() {
+            return false;
+        }
+        crate::loom::seq_cst_handshake();
+        !self.inner.pushing.any() && self.inner.appended.is_empty()
     }
 
     /// Whether the queue's budget is closed (never, without a dynamic key
@@ -430,12 +449,12 @@ impl<T> BudgetedQueue<T> {
         let inner = &*self.inner;
         let node = &*inner.budget.node;
         // The clock before any reservation (invariant 6).
-        let mut now = self.stamping_hint().then(|| self.now());
+        let now = self.stamping_hint().then(|| self.now());
         if inner.closed.load(Ordering::Acquire) {
             return self.reject(item, QueuePushRejection::Closed);
         }
         let refused = node.refusal_at_own_level(bytes, class, counted);
-        let reserved = match refused.map_or_else(|| node.reserve(bytes, class, counted), Err) {
+        let mut reserved = match refused.map_or_else(|| node.reserve(bytes, class, counted), Err) {
             Ok(()) => Reserved {
                 node,
                 bytes,
@@ -459,23 +478,51 @@ impl<T> BudgetedQueue<T> {
                 };
             }
         };
+        let now = match now {
+            Some(now) => now,
+            None => {
+                // Unstamped: appended without a lock (invariants 3 and 8).
+                let stripe = inner.pushing.enter();
+                crate::loom::seq_cst_handshake();
+                if !inner.stamping.load(Ordering::SeqCst) && !self.refuses_under_tail() {
+                    reserved.armed = false;
+                    inner.appended.push(Entry {
+                        item,
+                        bytes,
+                        class,
+                        enqueued_at: Duration::ZERO,
+                    });
+                    inner.pushing.leave(stripe);
+                    self.wake_reader();
+                    return QueuePushOutcome::Enqueued;
+                }
+                inner.pushing.leave(stripe);
+                // A consumer may wait for this push to settle before it
+                // decides the queue drained.
+                self.wake_reader();
+                if self.refuses_under_tail() {
+                    drop(reserved);
+                    return self.reject(item, QueuePushRejection::Closed);
+                }
+                // Observed since the hint was read: stamp this entry too,
+                // reading the clock outside the lock (`reserved` is undone
+                // if the clock panics). Stamping never stops.
+                self.now()
+            }
+        };
         let mut tail = inner.tail.0.lock();
-        if now.is_none() && inner.stamping.load(Ordering::Relaxed) {
-            // Observed since the hint was read: stamp this entry too,
-            // reading the clock outside the lock (`reserved` is undone if
-            // the clock panics).
-            drop(tail);
-            now = Some(self.now());
-            tail = inner.tail.0.lock();
-        }
+        let stripe = inner.pushing.enter();
+        crate::loom::seq_cst_handshake();
         if self.refuses_under_tail() {
+            inner.pushing.leave(stripe);
             drop(tail);
+            self.wake_reader();
             drop(reserved);
             return self.reject(item, QueuePushRejection::Closed);
         }
-        let mut reserved = reserved;
         reserved.armed = false;
-        self.enqueue(&mut tail, item, bytes, class, now.unwrap_or_default());
+        self.enqueue(&mut tail, item, bytes, class, now);
+        inner.pushing.leave(stripe);
         drop(tail);
         self.wake_reader();
         QueuePushOutcome::Enqueued
@@ -631,20 +678,33 @@ impl<T> BudgetedQueue<T> {
         if aged || (observe && !self.stamping_hint()) {
             return self.pop_whole(policy, observe);
         }
-        let mut head = self.inner.head.0.lock();
+        let head = self.inner.head.0.lock();
+        self.pop_locked(head)
+    }
+
+    /// The oldest entry, the head lock held (and released before the
+    /// caller gives the entry's reservation back): the head's, else the
+    /// oldest appended one (invariant 3); with none, whether the queue is
+    /// closed and drained (invariant 8).
+    fn pop_locked(&self, mut head: MutexGuard<'_, Side<T>>) -> Popped<T> {
         if let Some(entry) = head.pop_front() {
             return Popped::Entry(entry);
         }
-        // The head ran dry: take the whole tail (invariant 3), and decide
-        // "closed" under the tail lock (invariant 8).
-        let mut tail = self.inner.tail.0.lock();
-        std::mem::swap(&mut *head, &mut tail.side);
-        let closed = head.items.is_empty() && self.refuses_under_tail();
-        drop(tail);
-        match head.pop_front() {
-            Some(entry) => Popped::Entry(entry),
-            None => Popped::Empty { closed },
+        if let Some(entry) = self.inner.appended.pop() {
+            return Popped::Entry(entry);
         }
+        let closed = self.closed_and_drained();
+        drop(head);
+        Popped::Empty { closed }
+    }
+
+    /// A parked consumer's re-check (invariant 9): after counting itself
+    /// in `readers_waiting`, it reads every push's in-flight count, so
+    /// either a push that appended sees its count, or it sees the entry.
+    fn pop_rechecked(&self, observe: bool) -> Popped<T> {
+        crate::loom::fence(Ordering::SeqCst);
+        let _ = self.inner.pushing.any();
+        self.pop_entry(observe)
     }
 
     /// A pop under both locks: the age policies look at the head, and the
@@ -674,7 +734,7 @@ impl<T> BudgetedQueue<T> {
         match whole.head.pop_front() {
             Some(entry) => Popped::Entry(entry),
             None => Popped::Empty {
-                closed: self.refuses_under_tail(),
+                closed: self.closed_and_drained(),
             },
         }
     }
@@ -737,7 +797,7 @@ impl<T> BudgetedQueue<T> {
             Popped::Empty { closed: false } => {}
         }
         let _watch = Watch::new(&self.inner.wake.0.readers_waiting);
-        let check = || match self.pop_entry(observe) {
+        let check = || match self.pop_rechecked(observe) {
             Popped::Entry(entry) => Some(Some(entry)),
             Popped::Empty { closed } => closed.then_some(None),
         };
@@ -795,13 +855,16 @@ impl<T> BudgetedQueue<T> {
     /// producers and consumers are woken.
     pub fn close(&self) {
         let tail = self.inner.tail.0.lock();
-        self.inner.closed.store(true, Ordering::Release);
+        self.inner.closed.store(true, Ordering::SeqCst);
+        crate::loom::seq_cst_handshake();
         drop(tail);
         self.wake_all();
     }
 
     /// Wakes one parked consumer, if any watches.
     fn wake_reader(&self) {
+        // After the push's last in-flight count (invariant 9).
+        crate::loom::seq_cst_handshake();
         if self.inner.wake.0.readers_waiting.load(Ordering::SeqCst) > 0 {
             self.inner.wake.0.readers.notify_one();
         }
@@ -822,8 +885,7 @@ impl<T> BudgetedQueue<T> {
     /// Items queued.
     pub fn len(&self) -> usize {
         let head = self.inner.head.0.lock();
-        let tail = self.inner.tail.0.lock();
-        head.items.len() + tail.side.items.len()
+        head.items.len() + self.inner.appended.len()
     }
 
     /// True when nothing is queued.
@@ -879,10 +941,8 @@ impl<T> Drop for QueueInner<T> {
             head.bytes = 0;
             std::mem::take(&mut head.items)
         };
-        {
-            let mut tail = self.tail.0.lock();
-            tail.side.bytes = 0;
-            items.append(&mut tail.side.items);
+        while let Some(entry) = self.appended.pop() {
+            items.push_back(entry);
         }
         let release = Release::all(&self.budget.node, &items);
         drop(items);

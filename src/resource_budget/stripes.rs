@@ -129,6 +129,52 @@ impl std::fmt::Debug for StripedPath {
     }
 }
 
+/// Pushes between deciding to append to a queue and having appended
+/// (queue invariant 8), one count per stripe: a push writes its own
+/// thread's line twice, and only a consumer that finds the queue empty and
+/// closed, or an observation that starts stamping, reads them all.
+/// `SeqCst`, and loom atomics in the models: the close and stamping
+/// handshakes are decided by these counts.
+pub(crate) struct InFlight {
+    lines: [Line<crate::loom::AtomicUsize>; STRIPES],
+}
+
+impl InFlight {
+    pub(crate) fn new() -> Self {
+        Self {
+            lines: std::array::from_fn(|_| Line(crate::loom::AtomicUsize::new(0))),
+        }
+    }
+
+    /// Counts a push in flight on the calling thread's stripe; give the
+    /// stripe back to [`leave`](Self::leave).
+    #[inline]
+    pub(crate) fn enter(&self) -> usize {
+        let stripe = index();
+        self.lines[stripe]
+            .0
+            .fetch_add(1, crate::loom::Ordering::SeqCst);
+        stripe
+    }
+
+    #[inline]
+    pub(crate) fn leave(&self, stripe: usize) {
+        self.lines[stripe]
+            .0
+            .fetch_sub(1, crate::loom::Ordering::SeqCst);
+    }
+
+    /// Whether any push is in flight. Every stripe is read (`SeqCst`, no
+    /// short cut): a reader also synchronizes with each push that left.
+    pub(crate) fn any(&self) -> bool {
+        self.lines
+            .iter()
+            .map(|line| line.0.load(crate::loom::Ordering::SeqCst))
+            .fold(0, usize::wrapping_add)
+            != 0
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -80,7 +80,10 @@ impl<T> BudgetedQueue<T> {
         discarded: &mut Discarded<'_, T>,
     ) {
         // Both locks are held (the closed flag is set under the tail's).
-        self.inner.closed.store(true, Ordering::Release);
+        // Only pushes under these locks reach a `CloseSlowConsumer` queue,
+        // so none is appending meanwhile.
+        self.inner.closed.store(true, Ordering::SeqCst);
+        crate::loom::seq_cst_handshake();
         let dropped = self.discard_all(state, discarded);
         self.inner.budget.record_dropped(dropped as u64);
         self.inner.budget.record_slow_consumer_closed();

@@ -45,11 +45,19 @@ impl<T> BudgetedQueue<T> {
         if self.inner.stamping.load(Ordering::Relaxed) {
             return;
         }
+        self.inner.stamping.store(true, Ordering::SeqCst);
+        crate::loom::seq_cst_handshake();
+        // Unstamped appends still in flight finish (no lock to wait for:
+        // they hold none), then join the head and are stamped with the
+        // rest (invariant 2).
+        while self.inner.pushing.any() {
+            crate::loom::yield_thread();
+        }
+        self.take_appended(&mut whole.head);
         for entry in &mut whole.head.items {
             entry.enqueued_at = now;
         }
         whole.tail.newest_stamp = whole.tail.newest_stamp.max(now);
-        self.inner.stamping.store(true, Ordering::Relaxed);
     }
 
     /// Queues `item` with the reservation (`bytes` of `class`) its push
@@ -58,7 +66,7 @@ impl<T> BudgetedQueue<T> {
     /// queued stamp if that is later. The tail lock is held.
     pub(super) fn enqueue(
         &self,
-        tail: &mut Tail<T>,
+        tail: &mut Tail,
         item: T,
         bytes: usize,
         class: BudgetClass,
@@ -69,12 +77,11 @@ impl<T> BudgetedQueue<T> {
         // checks look at the head only).
         let enqueued_at = enqueued_at.max(tail.newest_stamp);
         tail.newest_stamp = enqueued_at;
-        tail.side.items.push_back(Entry {
+        self.inner.appended.push(Entry {
             item,
             bytes,
             class,
             enqueued_at,
         });
-        tail.side.bytes += bytes;
     }
 }

@@ -16,26 +16,32 @@
 //!    own drop (`Drop for QueueInner`).
 //! 2. Entries hold no reference count of their own (the queue already holds
 //!    its budget), so a push and a pop move no `Arc` count.
-//! 3. The entries live on two sides, each behind its own lock on its own
-//!    cache lines: producers append to the *tail*, consumers take from the
-//!    *head*, and a consumer that finds the head empty moves the whole tail
-//!    over under both locks (lock order: head, then tail). Every head entry
-//!    is older than every tail entry, so the queue is FIFO; producers and
-//!    consumers meet on a lock only when the head runs dry, once per batch,
-//!    not once per item. Whatever needs the whole queue (the destructive
-//!    policies, `retain`, `snapshot`, the first age observation) takes both
-//!    locks and first moves the tail behind the head, so it sees one deque.
+//! 3. The entries live in two places: producers append to a lock-free FIFO
+//!    (`appended`, crossbeam-queue's `SegQueue`: a hand-written one would
+//!    repeat it), consumers take from the *head*, a deque behind the head
+//!    lock, and from the FIFO's front when the head is empty. Every head
+//!    entry is older than every appended one, so the queue is FIFO, and
+//!    producers never take a lock the consumer takes: an append and a pop
+//!    meet only on the FIFO's slots. Whatever needs the whole queue (the
+//!    destructive policies, `retain`, `snapshot`, the first age observation)
+//!    takes the head lock and then the tail lock (which orders the appends
+//!    that stamp, and closes) and first moves the appended entries behind
+//!    the head, so it sees one deque; an append that lands after that move
+//!    is newer than everything it saw.
 //! 4. A `Reject`, `WaitUntilDeadline` or `CoalesceLatest` push of a new
 //!    reservation reserves the budget chain *before* it takes the tail lock,
 //!    so the lock is held only to append: a push that cannot fit is refused
 //!    outside any lock, by the reservation or, when the queue's own level is
 //!    full (the common refusal), from a read of the chain's use before
 //!    anything is reserved (`Node::refusal_at_own_level`: no rollback, no
-//!    transient use at the shared levels). Under the tail lock the push checks that neither
-//!    the queue nor its budget closed meanwhile; if one did, the
-//!    reservation is undone (counted as neither admitted nor released) and
-//!    the push is refused with `Closed`. So a push either is queued before
-//!    the close, where a consumer will see it, or is refused. A refused
+//!    transient use at the shared levels). Counted in flight (invariant 8),
+//!    the push then checks that neither the queue nor its budget closed
+//!    meanwhile; if one did, the reservation is undone (counted as neither
+//!    admitted nor released) and the push is refused with `Closed`. So a
+//!    push either is queued before the close, where a consumer will see
+//!    it, or is refused. A push that stamps appends under the tail lock
+//!    (stamps follow queue order); one that does not appends without any
+//!    lock. A refused
 //!    reservation at the queue's own level sends a `CoalesceLatest` push to
 //!    the locked path. A refusal writes only the refusing thread's stripes
 //!    (its counts and the rejection's path, `stripes.rs`), so producers
@@ -66,11 +72,19 @@
 //!    never leaves the accounting wrong.
 //! 8. Closing never discards accepted items (except `CloseSlowConsumer`,
 //!    whose closing is the discard) and wakes readers and the tree's capacity
-//!    waiters. The closed flag is set under the tail lock, and a consumer
-//!    decides "closed and drained" from the flag and the budget's gates read
-//!    under the tail lock with both sides empty: a push queued before the
-//!    close is seen, one after it is refused, so no accepted item is left
-//!    behind (loom-modelled). A queue built on a closed budget (a closed
+//!    waiters. The closed flag is set under the tail lock. A push that does
+//!    not hold the head lock counts itself in flight (`pushing`, a
+//!    per-thread stripe, `stripes.rs`) before it reads the flag and the
+//!    budget's gates, and stops counting once it appended or gave up; a
+//!    consumer holding the head lock that finds nothing queued decides
+//!    "closed and drained" from the flag and the gates, then no push in
+//!    flight, then nothing appended (all `SeqCst`). A push that read the
+//!    flag open was counted before the close, so the consumer either sees it
+//!    in flight (and waits: the push wakes readers when it stops counting,
+//!    also when refused) or sees its entry. No accepted item is left behind
+//!    (loom-modelled). Pushes under both locks (`DropStale`,
+//!    `CloseSlowConsumer`, coalescing, a producer's permit) exclude the
+//!    consumer's decision by the head lock. A queue built on a closed budget (a closed
 //!    dynamic key or a descendant of one) is closed: pushes are refused with
 //!    [`QueuePushRejection::Closed`], parked producers and consumers wake,
 //!    and accepted items still drain.
@@ -80,10 +94,11 @@
 //!    alone.
 //! 9. A parked consumer counts itself in `readers_waiting` before it enables
 //!    its notification and re-checks the queue; a push notifies only when
-//!    that count is non-zero, read after the tail lock is released, so no
-//!    wake-up is lost (the consumer's re-check takes the tail lock after its
-//!    count, or the push's read comes after it through that lock) and an
-//!    unwatched push notifies nobody.
+//!    that count is non-zero, read after it stopped counting itself in
+//!    flight. The re-check reads every in-flight count after a `SeqCst`
+//!    fence, so either it sees a push's last count (and with it the entry)
+//!    or that push reads the consumer's count: no wake-up is lost, and an
+//!    unwatched push notifies nobody (loom-modelled).
 //! 10. Producers waiting for capacity follow the protocol in `waiting.rs`.
 //! 11. Entries are stamped only while something reads their ages, by the
 //!     protocol in `stamps.rs`.

@@ -13,13 +13,14 @@
 //!    third of a push and pop.
 //! 2. `QueueInner::stamping` is written only under both of the queue's
 //!    locks and never goes back to false, so every queued entry is stamped exactly
-//!    while it is set: the observation that sets it gives the entries
-//!    already queued the reading it took just before the lock (an entry
-//!    queued between that reading and the lock counts as slightly older),
-//!    and a push that read it as false before the lock and finds it true
-//!    under the lock releases the lock, reads the clock and takes the lock
-//!    again. A stamp's clock read is never taken under a lock (queue
-//!    invariant 6).
+//!    while it is set: the observation that sets it waits for the unstamped
+//!    appends in flight (counted before they read the flag, queue
+//!    invariant 8) and gives every entry then queued the reading it took
+//!    just before the locks (an entry queued between that reading and the
+//!    locks counts as slightly older). A push that read it as false and
+//!    finds it true once counted stops counting, reads the clock and
+//!    appends under the tail lock. A stamp's clock read is never taken
+//!    under a lock (queue invariant 6).
 //! 3. Before stamping starts, entries carry a zero stamp that nothing reads:
 //!    no age check runs without a `max_age`, and every reader of a stamp
 //!    starts stamping first.

@@ -3,13 +3,15 @@
 //! - a push racing the observation that starts the queue's stamping:
 //!   whatever the order of the push's hint read, its lock and the
 //!   observer's lock, the pushed entry is stamped with a real clock
-//!   reading, never the zero of an unstamped entry (fails when a push that
-//!   finds stamping started under the lock does not read the clock);
-//! - a push that reserved outside the lock racing a close, while a consumer
-//!   drains with `recv`: every accepted item is received before the stream
-//!   ends, and nothing stays reserved (queue invariants 4 and 8: fails when
-//!   the push does not re-check the close under the tail lock, or when a
-//!   consumer decides "closed and drained" without the tail lock);
+//!   reading, never the zero of an unstamped entry (fails when the
+//!   observation does not wait for the unstamped appends in flight);
+//! - a push that reserved and appends without a lock racing a close, while
+//!   a consumer drains with `recv`: every accepted item is received before
+//!   the stream ends, nothing stays reserved, and the parked consumer is
+//!   woken (queue invariants 4, 8 and 9: fails when a consumer decides
+//!   "closed and drained" without waiting for pushes in flight, and
+//!   deadlocks when a push reads the waiting readers before its last
+//!   in-flight count is ordered);
 //! - a pop that releases after its lock racing a push at capacity: the
 //!   queue never holds more entries than its budget admits, and the budget
 //!   ends equal to what is queued (invariant 1: fails when the reservation

@@ -362,7 +362,7 @@ fn budgeted_coalesce(queue: &BudgetedQueue<u32>) -> Duration {
     while queue.try_push_data(0, 64).is_accepted() && queue.len() < SLOTS {}
     let started = wall_clock();
     for item in 0..10_000 {
-        black_box(queue.try_push_data(item, 64));
+        let _ = black_box(queue.try_push_data(item, 64));
         while queue.len() < SLOTS {
             assert!(queue.try_push_data(item, 64).is_accepted());
         }
@@ -506,7 +506,7 @@ fn accepted_pushes(queue: &BudgetedQueue<u32>) -> Duration {
     for _ in 0..1_000 {
         let started = wall_clock();
         for item in 0..64 {
-            black_box(queue.try_push_data(item, 64));
+            let _ = black_box(queue.try_push_data(item, 64));
         }
         total += started.elapsed();
         while queue.try_pop().is_some() {}
@@ -520,7 +520,7 @@ fn refused_pushes(full: &BudgetedQueue<u32>) -> Duration {
     for _ in 0..1_000 {
         let started = wall_clock();
         for item in 0..64 {
-            black_box(full.try_push_data(item, 64));
+            let _ = black_box(full.try_push_data(item, 64));
         }
         total += started.elapsed();
     }

@@ -170,7 +170,7 @@ fn nested(depth: usize) -> impl FnOnce(&ChildServiceContext) -> Vec<TaskGroup> {
 impl Population {
     fn shutdown(self, rt: &Runtime) {
         self.stop.cancel();
-        rt.block_on(self.harness.shutdown_tasks(Duration::from_secs(30)));
+        let _ = rt.block_on(self.harness.shutdown_tasks(Duration::from_secs(30)));
     }
 }
 

@@ -118,7 +118,7 @@ fn scheduled(rt: &Runtime, root: &TaskGroup, mode: Mode) -> Duration {
     let (config, policy) = mode.config("empty".to_owned());
     let elapsed = rt.block_on(async {
         let started = wall_clock();
-        scheduler
+        let _ = scheduler
             .schedule(config, policy, || async {})
             .expect("registered");
         // Auto-advance: every tick is processed without waiting.
@@ -204,7 +204,7 @@ fn drift() -> Value {
         let recorded = Arc::clone(&scheduled);
         let origin = Instant::now();
         let (config, policy) = Mode::FixedRate.config("drift".to_owned());
-        scheduler
+        let _ = scheduler
             .schedule(config, policy, move || {
                 let recorded = Arc::clone(&recorded);
                 async move {

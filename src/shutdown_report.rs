@@ -146,6 +146,7 @@ impl ShutdownAnnotation {
 /// the same JSON. Known limit: the derived [`Debug`] remains recursive in
 /// the depth of the tree.
 #[derive(Debug)]
+#[must_use = "the report is the shutdown's evidence: log, return or inspect it"]
 pub struct ShutdownReport {
     /// The group's name.
     pub name: String,
@@ -222,7 +223,6 @@ pub struct ShutdownReport {
 
 impl ShutdownReport {
     /// Records why the shutdown happened.
-    #[must_use]
     pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
         self

@@ -42,7 +42,7 @@ fn closing_one_scope_rejects_normal_work_without_stopping_a_sibling() {
         .storage_io()
         .try_drain_lease(after(Duration::from_secs(30)), operations(1))
         .expect("the scope is open");
-    owner.block_on(
+    let _ = owner.block_on(
         store
             .task_group()
             .shutdown_until(after(Duration::from_secs(5))),

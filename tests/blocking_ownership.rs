@@ -250,5 +250,5 @@ async fn a_grant_after_the_queue_deadline_never_runs_its_closure() {
         .expect("the slot went on");
     assert!(next_ran.load(Ordering::SeqCst));
     first.await.expect("joins").expect("ran");
-    harness.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
 }

@@ -63,7 +63,7 @@ async fn a_slow_closure_whose_caller_waits_is_logged_once() {
     release.send(()).expect("closure waits");
     guard("caller", caller).await.expect("joins").expect("ran");
     assert_eq!(warnings_for("slow-waited").len(), 1, "not again at exit");
-    ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = ctx.shutdown_tasks(Duration::from_secs(1)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -98,7 +98,7 @@ async fn a_slow_closure_whose_caller_left_is_logged_as_it_exits() {
     let warnings = warnings_for("slow-abandoned");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].field("lane"), Some("cpu-crypto"));
-    ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = ctx.shutdown_tasks(Duration::from_secs(1)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -111,7 +111,7 @@ async fn a_closure_within_warn_after_is_not_logged() {
         .expect("ran");
     assert_eq!(value, 7);
     assert!(warnings_for("fast").is_empty());
-    ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = ctx.shutdown_tasks(Duration::from_secs(1)).await;
 }
 
 const LEGACY: &str = "MetadataIoConfig blocking_* fields are retained for compatibility and have no effect: writes run on the metadata lane, configured through RuntimeConfig::blocking_lane_policies.metadata_io";
@@ -158,5 +158,5 @@ async fn retained_metadata_blocking_fields_warn_once_per_actor_start() {
         Some(r#"["blocking_task_timeout", "blocking_warn_after"]"#)
     );
     drop((defaults, actor));
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }

@@ -387,7 +387,7 @@ fn a_full_target_registry_is_capacity_exhausted_not_a_conflict() {
         for index in 0..4_096 {
             let actor = if index % 2 == 0 { &first } else { &second };
             let receipt = accepted(actor.submit(request(&format!("r{index}"), 1, 8), soon()));
-            receipt.wait_until_outcome(soon()).await.expect("durable");
+            let _ = receipt.wait_until_outcome(soon()).await.expect("durable");
         }
     });
     let error = owner
@@ -397,7 +397,7 @@ fn a_full_target_registry_is_capacity_exhausted_not_a_conflict() {
     assert_eq!(error.operation(), RuntimeOperation::AdmitMetadataOperation);
     // A known target still works.
     let receipt = owner.block_on(async { accepted(second.submit(request("r1", 2, 8), soon())) });
-    owner
+    let _ = owner
         .block_on(receipt.wait_until_outcome(soon()))
         .expect("durable");
 }
@@ -419,7 +419,7 @@ fn a_target_spelled_differently_is_the_same_target() {
             ("/tmp/rocketmq-test/sub/../alias.json", 3),
         ] {
             let receipt = accepted(actor.submit(spelled(path, generation), soon()));
-            receipt.wait_until_outcome(soon()).await.expect("durable");
+            let _ = receipt.wait_until_outcome(soon()).await.expect("durable");
         }
     });
     assert_eq!(fs.writes().len(), 3);
@@ -446,7 +446,7 @@ fn a_resource_moves_target_only_without_pending_work() {
         "generation 1 is still being written to a.json"
     );
     release.send(()).expect("held write");
-    owner
+    let _ = owner
         .block_on(first.wait_until_outcome(soon()))
         .expect("durable");
     let moved = owner

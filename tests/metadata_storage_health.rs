@@ -237,5 +237,5 @@ fn an_unknown_commit_outcome_makes_storage_unready_at_once_and_stops_the_service
     assert!(lines[0].message.contains("restart reconciles it from disk"));
     let drained = owner.block_on(actor.shutdown_until(deadline));
     assert_eq!(drained.not_durable.len(), 1);
-    owner.shutdown_runtime_blocking().expect("outside Tokio");
+    let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
 }

@@ -603,7 +603,7 @@ fn a_replacement_actor_confirms_what_an_earlier_one_wrote() {
     let fs = Arc::new(RecordingFs::default());
     let first = actor(&broker, &fs, 1);
     assert_eq!(durable(&owner, &first, request("offsets", 5, 8)), 5);
-    owner.block_on(first.shutdown_until(soon()));
+    let _ = owner.block_on(first.shutdown_until(soon()));
     let replacement_context = owner.root_context().component("replacement");
     let replacement = actor(&replacement_context, &fs, 1);
     assert_eq!(
@@ -623,9 +623,9 @@ fn a_replacement_actor_confirms_what_an_earlier_one_wrote() {
         observer.snapshot().map(|snapshot| snapshot.resources.len()),
         Some(1)
     );
-    owner.block_on(replacement.shutdown_until(soon()));
+    let _ = owner.block_on(replacement.shutdown_until(soon()));
     drop(replacement);
-    owner.block_on(
+    let _ = owner.block_on(
         replacement_context
             .task_group()
             .shutdown(Duration::from_secs(5)),

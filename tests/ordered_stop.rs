@@ -364,7 +364,7 @@ async fn refused_admissions_name_the_scope_and_the_lane() {
     let ctx = harness("errors");
     let broker = ctx.service_context("broker");
     let writer = broker.component("writer");
-    guard(
+    let _ = guard(
         "shutdown",
         broker.task_group().shutdown(Duration::from_secs(5)),
     )

@@ -153,5 +153,5 @@ fn livez_answers_within_100_ms_at_p99_under_big_head_and_slowloris_floods() {
     );
     assert!(failures.is_empty(), "non-200 answers: {failures:?}");
     assert!(p99 < Duration::from_millis(100), "p99 {p99:?}");
-    owner.shutdown_runtime_blocking().expect("outside Tokio");
+    let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
 }

@@ -77,7 +77,7 @@ fn a_scrape_shows_the_runtimes_accounting_without_names() {
         })
         .expect("open");
     let maintenance = broker.scheduled_tasks("maintenance-group-name");
-    maintenance
+    let _ = maintenance
         .schedule(
             ScheduledTaskConfig::fixed_rate_no_overlap(
                 "compact-task-name",

@@ -32,7 +32,7 @@ async fn a_uniform_blocking_policy_keeps_lane_identity_and_sums_capacity() {
         assert_eq!((snapshot.max_concurrency, snapshot.max_queue_depth), (5, 7));
         assert_eq!(snapshot.global_capacity, 15, "the sum of the lanes");
     }
-    guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(1))).await;
+    let _ = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(1))).await;
 }
 
 #[tokio::test]
@@ -86,5 +86,5 @@ async fn blocking_lane_is_the_executor_the_named_accessors_return() {
         .await
         .expect("runs");
     assert_eq!(value, 42);
-    guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(1))).await;
+    let _ = guard("shutdown", ctx.shutdown_tasks(Duration::from_secs(1))).await;
 }

@@ -128,7 +128,7 @@ fn inputs(
 ) -> RuntimeDiagnosticsInputs {
     let schedules = context.scheduled_tasks("maintenance");
     let argument = ARGUMENT.to_string();
-    schedules
+    let _ = schedules
         .schedule(
             ScheduledTaskConfig::fixed_delay(SCHEDULE_NAME, Duration::from_secs(3_600))
                 .with_initial_delay(Duration::from_secs(3_600)),
@@ -237,7 +237,7 @@ fn views_carry_no_names_ids_arguments_or_configuration() {
     assert!(raw.contains(&runtime_id) && raw.contains(LANE_NAME) && raw.contains(GROUP_NAME));
 
     release.cancel();
-    owner.shutdown_runtime_blocking().expect("shuts down");
+    let _ = owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
 fn lane_labels(view: &RuntimeDiagnosticsViewV1) -> Vec<(String, Option<usize>)> {
@@ -333,7 +333,7 @@ async fn each_task_kind_keeps_its_own_count_and_label() {
     assert_eq!(json["component"], "broker");
     assert_eq!(json["lifecycle_state"], "open");
     release.cancel();
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -419,7 +419,7 @@ async fn a_detail_request_after_churn_examines_only_its_budget() {
     assert_eq!(everything.tasks_scanned, 8);
     assert!(!everything.truncated, "nothing left over");
     drop(refill);
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -439,7 +439,7 @@ async fn a_wide_tree_of_empty_children_is_scanned_up_to_the_budget() {
     let after = root.diagnostics_task_details(7, 3);
     assert_eq!(after.group_entries_scanned, 0);
     assert!(!after.truncated);
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -485,7 +485,7 @@ async fn a_512_deep_chain_is_walked_on_a_1_mib_stack() {
     assert_eq!(view.task_group_count, 513);
     assert_eq!(view.task_count, 1);
     release.cancel();
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -512,7 +512,7 @@ async fn zero_budgets_on_a_non_empty_tree_are_truncated() {
     assert!(no_output.details.is_empty());
     assert!(no_output.truncated, "the output budget cut a task");
     release.cancel();
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 fn metadata(resources: usize) -> MetadataIoSnapshot {
@@ -584,7 +584,7 @@ async fn v2_sections_carry_their_scope_and_are_absent_without_input() {
     // Each input adds its section with its scope.
     let schedules = context.scheduled_tasks("jobs");
     for name in ["a", "b"] {
-        schedules
+        let _ = schedules
             .schedule(
                 ScheduledTaskConfig::fixed_delay(name, Duration::from_secs(3_600))
                     .with_initial_delay(Duration::from_secs(3_600)),
@@ -701,7 +701,7 @@ async fn v2_sections_carry_their_scope_and_are_absent_without_input() {
         assert!(!view.truncated, "the detail list is not a section");
     }
     release.cancel();
-    harness.shutdown_tasks(Duration::from_secs(5)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(5)).await;
 }
 
 /// A child context's raw snapshot covers its own subtree: its root is the

@@ -19,7 +19,7 @@ async fn a_harness_owned_fixed_rate_schedule_runs_once_and_shuts_down_healthy() 
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&runs);
     let schedules = broker.scheduled_tasks("maintenance");
-    schedules
+    let _ = schedules
         .schedule(
             ScheduledTaskConfig::fixed_rate("persist", Duration::from_secs(60))
                 .with_initial_delay(Duration::ZERO),

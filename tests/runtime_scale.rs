@@ -260,5 +260,5 @@ fn detects_actual_cgroup_limit_and_uses_it_in_owner_planning() {
         detected.bytes(),
         detected.source()
     );
-    owner.shutdown_runtime_blocking().expect("shuts down");
+    let _ = owner.shutdown_runtime_blocking().expect("shuts down");
 }

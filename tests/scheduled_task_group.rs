@@ -114,7 +114,7 @@ fn recorded(
 ) {
     let (harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
-    scheduler
+    let _ = scheduler
         .schedule(
             config,
             ScheduledExecutionPolicy::default(),
@@ -133,7 +133,7 @@ async fn serial_fixed_rate(
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
-    scheduler
+    let _ = scheduler
         .schedule(config, policy, recorder.task(ms(23)))
         .expect("registered");
     until(&recorder, at).await;
@@ -197,7 +197,7 @@ async fn controlled_stop_ends_the_schedule_as_one_completed_run() {
     let calls = Arc::new(AtomicUsize::new(0));
     let config = ScheduledTaskConfig::fixed_delay("compact", ms(10));
     let run = recorder.clone();
-    scheduler
+    let _ = scheduler
         .schedule_controlled(config, move || {
             let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
             let work = run.run(ms(3));
@@ -292,7 +292,7 @@ async fn fixed_rate_overlaps_up_to_its_bound() {
     let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_rate("sample", ms(10));
     let policy = ScheduledExecutionPolicy::bounded(n(2), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule(config, policy, recorder.task(ms(25)))
         .expect("registered");
     until(&recorder, 62).await;
@@ -324,7 +324,7 @@ async fn fixed_rate_keeps_the_absolute_grid() {
     let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_rate("sample", ms(10));
     let policy = ScheduledExecutionPolicy::bounded(n(1), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule(config, policy, recorder.task(Duration::ZERO))
         .expect("registered");
     for _ in 0..4 {
@@ -356,7 +356,7 @@ async fn max_run_time_drops_overrunning_runs_and_every_reservation_settles_once(
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_delay("flush", ms(10)).with_max_run_time(ms(5));
-    scheduler
+    let _ = scheduler
         .schedule(
             config,
             ScheduledExecutionPolicy::default(),
@@ -379,7 +379,7 @@ async fn max_run_time_drops_overrunning_runs_and_every_reservation_settles_once(
     let recorder = Recorder::new();
     let config = ScheduledTaskConfig::fixed_rate("sample", ms(10)).with_max_run_time(ms(15));
     let policy = ScheduledExecutionPolicy::bounded(n(4), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule(config, policy, recorder.task(ms(50)))
         .expect("registered");
     until(&recorder, 41).await;
@@ -403,7 +403,7 @@ async fn an_operation_bound_schedule_stops_at_the_operation_deadline_and_cancell
     let deadline = recorder.base + ms(35);
     let operation = OperationContext::new(deadline.into_std(), TaskKind::Worker);
     let policy = ScheduledExecutionPolicy::bounded(n(1), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule_operation(
             &operation,
             ScheduledTaskConfig::fixed_rate("sample", ms(10)),
@@ -423,7 +423,7 @@ async fn an_operation_bound_schedule_stops_at_the_operation_deadline_and_cancell
 
     let recorder = Recorder::new();
     let operation = OperationContext::without_deadline(TaskKind::Worker);
-    scheduler
+    let _ = scheduler
         .schedule_operation(
             &operation,
             ScheduledTaskConfig::fixed_delay("flush", ms(10)),
@@ -450,7 +450,7 @@ async fn a_group_bound_schedule_stops_at_group_cancellation_and_its_tasks_are_re
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
     let policy = ScheduledExecutionPolicy::bounded(n(1), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule(
             ScheduledTaskConfig::fixed_rate("sample", ms(10)),
             policy,
@@ -534,7 +534,7 @@ async fn registration_rules() {
 async fn clear_completed_only_when_the_group_is_idle() {
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
-    scheduler
+    let _ = scheduler
         .schedule(
             ScheduledTaskConfig::fixed_delay("flush", ms(10)),
             ScheduledExecutionPolicy::default(),
@@ -573,7 +573,7 @@ async fn a_panicking_run_is_a_failure_and_poisons_the_group() {
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
     let policy = ScheduledExecutionPolicy::bounded(n(1), MissedTickPolicy::Skip);
-    scheduler
+    let _ = scheduler
         .schedule(
             ScheduledTaskConfig::fixed_rate("boom", ms(10)),
             policy,
@@ -597,7 +597,7 @@ async fn a_panicking_run_is_a_failure_and_poisons_the_group() {
 async fn observer_sees_selected_schedules_without_owning_them() {
     let (_harness, scheduler) = scheduler("maintenance");
     for name in ["a", "b", "c"] {
-        scheduler
+        let _ = scheduler
             .schedule(
                 ScheduledTaskConfig::fixed_delay(name, ms(10)),
                 ScheduledExecutionPolicy::default(),
@@ -623,7 +623,7 @@ async fn duration_max_periods_and_delays_never_overflow_the_clock() {
     let (_harness, scheduler) = scheduler("maintenance");
     let recorder = Recorder::new();
     let once = ScheduledTaskConfig::fixed_delay("once", Duration::MAX);
-    scheduler
+    let _ = scheduler
         .schedule(
             once,
             ScheduledExecutionPolicy::default(),
@@ -632,7 +632,7 @@ async fn duration_max_periods_and_delays_never_overflow_the_clock() {
         .expect("registered");
     let never = ScheduledTaskConfig::fixed_rate_no_overlap("never", ms(10))
         .with_initial_delay(Duration::MAX);
-    scheduler
+    let _ = scheduler
         .schedule(
             never,
             ScheduledExecutionPolicy::default(),
@@ -668,7 +668,7 @@ async fn a_tick_coming_due_as_a_run_settles_keeps_the_pending_run() {
     let calls = Arc::new(AtomicUsize::new(0));
     let config = ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", ms(10));
     let run = recorder.clone();
-    scheduler
+    let _ = scheduler
         .schedule(
             config,
             ScheduledExecutionPolicy::serial(MissedTickPolicy::CoalesceLatest),

@@ -1,4 +1,5 @@
-//! Capability types cannot be forged, cloned into roots or promoted.
+//! Capability types cannot be forged, cloned into roots or promoted, and
+//! outcomes a caller must look at cannot be dropped unnoticed.
 
 #[test]
 fn capability_types_have_no_public_constructors() {
@@ -9,4 +10,12 @@ fn capability_types_have_no_public_constructors() {
     cases.compile_fail("tests/ui/child_not_constructible.rs");
     cases.compile_fail("tests/ui/task_group_not_constructible.rs");
     cases.compile_fail("tests/ui/spawner_has_no_runtime_handle.rs");
+}
+
+/// Dropping an outcome a caller must look at (a rejected push's item, a
+/// refused registration or submission, a receipt, a shutdown report) is
+/// reported by `unused_must_use`.
+#[test]
+fn dropped_outcomes_are_reported() {
+    trybuild::TestCases::new().compile_fail("tests/ui/dropped_outcomes.rs");
 }

@@ -103,7 +103,7 @@ fn blocking_task_names_compare_with_str() {
         assert!(snapshot.tasks.iter().any(|task| task.name == "flush"));
         release_tx.send(()).expect("closure waits");
         running.await.expect("joins").expect("ran");
-        ctx.shutdown_tasks(Duration::from_secs(1)).await;
+        let _ = ctx.shutdown_tasks(Duration::from_secs(1)).await;
     });
 }
 
@@ -150,7 +150,7 @@ async fn spawn_critical_takes_the_state_by_value_and_a_clone_stays_usable() {
         tokio::task::yield_now().await;
     }
     assert_eq!(failures.occurrences(), 3, "one panic, two early exits");
-    ctx.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = ctx.shutdown_tasks(Duration::from_secs(1)).await;
 }
 
 /// The diagnostics surface (`src/diagnostics.rs`) of the contexts, task
@@ -255,9 +255,9 @@ fn diagnostics_signatures_of_the_spec() {
         let harness = RuntimeContext::try_from_current("harness").expect("inside Tokio");
         let _: &RuntimeDiagnostics = harness.diagnostics();
         let _: RuntimeDiagnosticsSnapshot = harness.diagnostics_snapshot();
-        harness.shutdown_tasks(Duration::from_secs(1)).await;
+        let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
     });
-    owner.shutdown_runtime_blocking().expect("shuts down");
+    let _ = owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
 /// The metadata surface (`src/metadata_io.rs`, its target registry, and the
@@ -370,7 +370,7 @@ fn metadata_signatures_of_the_spec() {
         owner.resources().metadata_target_stats().retained_targets,
         0
     );
-    owner.shutdown_runtime_blocking().expect("shuts down");
+    let _ = owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
 /// The drain lease (`src/blocking/lease.rs`):
@@ -391,14 +391,14 @@ fn drain_lease_signatures_of_the_spec() {
     let lease: RuntimeResult<BlockingDrainLease> =
         lane.try_drain_lease(deadline, NonZeroUsize::new(2).expect("positive"));
     let lease = lease.expect("open");
-    owner.block_on(store.task_group().shutdown_until(deadline));
+    let _ = owner.block_on(store.task_group().shutdown_until(deadline));
     let flushed: RuntimeResult<usize> = owner.block_on(lease.spawn_io("flush", || 1));
     let synced: RuntimeResult<()> = owner.block_on(lease.spawn_io_until("sync", deadline, || ()));
     assert_eq!(flushed.expect("ran"), 1);
     synced.expect("ran");
     let remaining: usize = lease.remaining_operations();
     assert_eq!(remaining, 0);
-    owner.shutdown_runtime_blocking().expect("shuts down");
+    let _ = owner.shutdown_runtime_blocking().expect("shuts down");
 }
 
 /// The `common` helpers at their public paths

@@ -89,5 +89,5 @@ async fn the_service_manager_hears_readiness_status_stopping_and_watchdog_pings(
     tokio::time::advance(Duration::from_secs(1)).await;
     settle().await;
     assert_eq!(pings(&drain(&socket)), 0);
-    harness.shutdown_tasks(Duration::from_secs(1)).await;
+    let _ = harness.shutdown_tasks(Duration::from_secs(1)).await;
 }

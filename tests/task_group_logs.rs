@@ -105,5 +105,5 @@ fn only_the_first_closed_component_answer_per_owner_is_logged() {
         logged[0].field("parent"),
         Some("closed-log-root/parent-4b2a")
     );
-    owner.shutdown_runtime_blocking().expect("outside Tokio");
+    let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
 }

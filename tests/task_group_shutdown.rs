@@ -74,7 +74,7 @@ async fn tasks_returning_after_cancellation_count_as_cancelled_in_every_report()
     let report = immediate.shutdown_now();
     assert_eq!(report.cancelled, kinds, "{}", report.to_json());
     assert_eq!(report.completed + report.aborted + report.leaked, 0);
-    guard("harness", ctx.shutdown_tasks(Duration::from_secs(1))).await;
+    let _ = guard("harness", ctx.shutdown_tasks(Duration::from_secs(1))).await;
 }
 
 /// A service that ignores cancellation is aborted at the deadline.

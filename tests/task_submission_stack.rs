@@ -153,7 +153,7 @@ fn probe(name: &str) {
                 .scheduled_tasks("maintenance");
             let table = [5u8; STATE];
             let (ran, seen) = std::sync::mpsc::channel();
-            schedules
+            let _ = schedules
                 .schedule(
                     ScheduledTaskConfig::fixed_delay("large-factory", Duration::from_millis(1)),
                     ScheduledExecutionPolicy::default(),
@@ -194,7 +194,7 @@ fn probe(name: &str) {
                 .root_context()
                 .component("broker")
                 .scheduled_tasks("maintenance");
-            schedules
+            let _ = schedules
                 .schedule(
                     ScheduledTaskConfig::fixed_delay("large", Duration::from_millis(1)),
                     ScheduledExecutionPolicy::default(),

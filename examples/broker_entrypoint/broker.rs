@@ -33,7 +33,7 @@ pub(crate) fn start_broker(
     let persisted = metadata.clone();
     let table = offsets.clone();
     let losses = Arc::clone(losses);
-    broker.scheduled_tasks("metadata").schedule(
+    let persisting = broker.scheduled_tasks("metadata").schedule(
         ScheduledTaskConfig::fixed_rate_no_overlap("persist-offsets", Duration::from_millis(200)),
         ScheduledExecutionPolicy::default(),
         move || {
@@ -66,6 +66,7 @@ pub(crate) fn start_broker(
             }
         },
     )?;
+    registered(persisting, "persist-offsets");
     // Periodic maintenance is scheduled, not hand-written: a fixed-rate
     // heartbeat on an absolute 500 ms grid and a fixed-delay flush that
     // waits 1 s after each completed flush. Both stop when the broker is
@@ -73,7 +74,7 @@ pub(crate) fn start_broker(
     let maintenance = broker.scheduled_tasks("maintenance");
     let beats = Arc::new(AtomicU64::new(0));
     let heartbeat_beats = Arc::clone(&beats);
-    maintenance.schedule(
+    let heartbeat = maintenance.schedule(
         ScheduledTaskConfig::fixed_rate_no_overlap("heartbeat", Duration::from_millis(500)),
         ScheduledExecutionPolicy::default(),
         move || {
@@ -83,11 +84,12 @@ pub(crate) fn start_broker(
             }
         },
     )?;
+    registered(heartbeat, "heartbeat");
     // The flush is storage work: it runs on the managed `StorageIo` lane,
     // which bounds blocking work per owner and keeps a slot until the
     // closure exits.
     let storage = broker.storage_io().clone();
-    maintenance.schedule(
+    let flush = maintenance.schedule(
         ScheduledTaskConfig::fixed_delay("flush-offsets", Duration::from_secs(1))
             .with_max_run_time(Duration::from_millis(500)),
         ScheduledExecutionPolicy::default(),
@@ -113,6 +115,7 @@ pub(crate) fn start_broker(
             }
         },
     )?;
+    registered(flush, "flush-offsets");
 
     // A worker component fed through a channel. Each request runs as a
     // draining task of its own `OperationContext` (no task group per
@@ -245,5 +248,16 @@ pub(crate) fn log_drain_diagnostics(
             Ok(json) => tracing::debug!(diagnostics = %json, "drain diagnostics"),
             Err(error) => tracing::debug!(%error, "drain diagnostics not serialized"),
         }
+    }
+}
+
+/// A schedule whose name was already taken does not run a second time:
+/// say so rather than drop the outcome.
+fn registered(outcome: rocketmq_runtime::ScheduledTaskRegistrationOutcome, name: &str) {
+    if matches!(
+        outcome,
+        rocketmq_runtime::ScheduledTaskRegistrationOutcome::AlreadyPresent
+    ) {
+        note!("schedule {name} already present: not started twice");
     }
 }

@@ -7,6 +7,7 @@ use crate::shutdown_report::BlockingExecutorSnapshot;
 
 /// The result of [`BlockingExecutor::shutdown_until`](crate::BlockingExecutor::shutdown_until).
 #[derive(Debug, Clone, Serialize)]
+#[must_use = "the report is the shutdown's evidence: log, return or inspect it"]
 pub struct BlockingExecutorShutdownReport {
     /// True when nothing was owned any more at the end of the wait.
     pub completed: bool,

@@ -101,6 +101,7 @@ pub struct MetadataTargetRegistryStats {
 /// [`MetadataIoActor::retire_target_for_new_identity`](crate::MetadataIoActor::retire_target_for_new_identity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[must_use = "the outcome says whether the target was retired"]
 pub enum MetadataTargetRetirementOutcome {
     /// The history ended: its slot is free and the path's next claim gets a
     /// new identity.

@@ -209,6 +209,7 @@ impl MetadataIoConfig {
 
 /// How a write ended.
 #[derive(Debug, Clone)]
+#[must_use = "the outcome says whether the commit became durable"]
 pub enum MetadataIoCommitOutcome {
     /// Every step succeeded: this generation is durable.
     Durable(MetadataGeneration),
@@ -221,6 +222,7 @@ pub enum MetadataIoCommitOutcome {
 
 /// The answer to [`MetadataIoActor::submit`](crate::MetadataIoActor::submit).
 #[derive(Debug)]
+#[must_use = "a refused submission is not written: check the outcome"]
 pub enum MetadataIoAdmissionOutcome {
     /// Accepted: wait for durability through the receipt.
     Accepted(crate::metadata_io::MetadataIoReceipt),
@@ -239,6 +241,7 @@ impl MetadataIoCommitOutcome {
 
 /// The answer to [`MetadataIoActor::submit_commit`](crate::MetadataIoActor::submit_commit).
 #[derive(Debug)]
+#[must_use = "a refused commit is not written: check the outcome"]
 pub enum MetadataIoCommitAdmissionOutcome {
     /// Admitted and settled.
     Completed(MetadataIoCommitOutcome),
@@ -308,6 +311,7 @@ impl MetadataIoCommitObservation {
 
 /// The answer to [`MetadataIoActor::submit_durable`](crate::MetadataIoActor::submit_durable).
 #[derive(Debug)]
+#[must_use = "the outcome says whether the data is durable"]
 pub enum MetadataIoDurabilityOutcome {
     /// Durable at this generation (possibly newer than the request's).
     Durable(MetadataGeneration),
@@ -363,6 +367,7 @@ pub struct MetadataIoSnapshot {
 
 /// What [`MetadataIoActor::shutdown_until`](crate::MetadataIoActor::shutdown_until) left.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[must_use = "the report is the shutdown's evidence: log, return or inspect it"]
 pub struct MetadataIoShutdownReport {
     /// True when the deadline came before the coordinator finished.
     pub timed_out: bool,

@@ -19,6 +19,7 @@ use crate::task_identity::TaskKind;
 /// a success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
+#[must_use = "the outcome says how the operation ended"]
 pub enum OperationOutcome {
     /// The future returned.
     Completed = 1,
@@ -115,6 +116,7 @@ impl OperationWaitPolicy {
 
 /// The result of [`OperationContext::wait_with_policy`](crate::OperationContext::wait_with_policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the outcome says whether the operation ended before the deadline"]
 pub enum OperationWaitOutcome {
     /// Every task settled within the grace period.
     Completed,

@@ -369,6 +369,7 @@ impl std::error::Error for BudgetRejection {}
 
 /// The answer to [`ResourcePermit::try_rebind`](crate::ResourcePermit::try_rebind).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a rejected rebind leaves the permit where it was: check the outcome"]
 pub enum PermitRebindOutcome {
     /// The permit is now charged to the target.
     Rebound,

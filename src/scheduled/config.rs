@@ -115,6 +115,7 @@ pub enum ScheduledTaskControl {
 
 /// The answer to a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a refused registration never runs: check the outcome"]
 pub enum ScheduledTaskRegistrationOutcome {
     /// The schedule runs; its driver task has this id.
     Scheduled(TaskId),

@@ -485,7 +485,9 @@ impl TaskGroup {
                 let group = TaskGroup {
                     inner: Arc::clone(group),
                 };
-                group.shutdown_until(deadline).await;
+                // Its report is cached in the group and read by the
+                // parent's, which this shutdown returns.
+                let _cached = group.shutdown_until(deadline).await;
             }));
             futures::future::join(drains, turns).await;
             deferred.armed = false;

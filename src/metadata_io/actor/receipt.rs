@@ -15,6 +15,7 @@ use crate::metadata_io::types::{
 /// It keeps the outcome it is given even if its target's history is later
 /// retired: a retired history is never written again.
 #[derive(Debug)]
+#[must_use = "await the receipt to learn whether the write became durable"]
 pub struct MetadataIoReceipt {
     pub(super) generation: MetadataGeneration,
     pub(super) identity: MetadataTargetIdentity,

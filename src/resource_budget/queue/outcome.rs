@@ -10,6 +10,7 @@ use crate::resource_budget::ResourcePermit;
 
 /// The answer to a push.
 #[derive(Debug)]
+#[must_use = "a rejected push hands the item back in the outcome: dropping it drops the item"]
 pub enum QueuePushOutcome<T> {
     /// The item is queued.
     Enqueued,

@@ -19,6 +19,21 @@
 //! shutdown report, and while running the diagnostics views such as
 //! [`RuntimeDiagnosticsViewV2`]).
 //!
+//! # Feature flags
+//!
+//! All on by default; the runtime itself needs none of them.
+//!
+//! | Feature | Gives | Pulls in |
+//! | --- | --- | --- |
+//! | `probes` | the HTTP probe server (`/livez`, `/readyz`, `/startupz`, `/drainz`) | `httparse`, Tokio's `net` and `io-util` |
+//! | `metrics` | `ServiceLifecycle::with_metrics`, `metrics_text`, and `/metrics` with `probes` | `prometheus-client` |
+//! | `config-file` | `common::parse_config_file` | `toml` |
+//! | `time-utils` | `common::time_utils` | `jiff` |
+//!
+//! A setting whose feature is off is refused (`start` with a probe address
+//! fails with [`RuntimeErrorKind::Unsupported`] and a
+//! [`RuntimeErrorContext::FeatureDisabled`] context), never ignored.
+//!
 //! # Errors
 //!
 //! Invalid configuration is a [`RuntimeContractViolation`]; operational

@@ -41,7 +41,7 @@ use crate::loom::{AtomicBool, Mutex};
 use crate::shutdown_deadline::ShutdownDeadline;
 
 mod config;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "metrics"))]
 mod metrics;
 mod notify;
 #[cfg(not(loom))]
@@ -107,10 +107,10 @@ struct LifecycleInner {
     /// construction.
     systemd: Option<notify::SystemdNotifier>,
     /// Set by `with_metrics`: `/metrics` is served, with these inputs.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), feature = "metrics"))]
     metrics_inputs: Mutex<Option<metrics::MetricsInputs>>,
     /// What a scrape reads, captured by `start` when metrics are on.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), feature = "metrics"))]
     metrics: OnceLock<metrics::MetricsSource>,
     /// The secret `/drainz` requires (`with_drain_token`), if any.
     drain_token: Mutex<Option<Arc<[u8]>>>,
@@ -176,9 +176,9 @@ impl ServiceLifecycle {
                 #[cfg(not(loom))]
                 signals: tokio::sync::Mutex::new(None),
                 systemd: notify::SystemdNotifier::from_env(),
-                #[cfg(not(loom))]
+                #[cfg(all(not(loom), feature = "metrics"))]
                 metrics_inputs: Mutex::new(None),
-                #[cfg(not(loom))]
+                #[cfg(all(not(loom), feature = "metrics"))]
                 metrics: OnceLock::new(),
                 drain_token: Mutex::new(None),
             }),
@@ -237,6 +237,7 @@ impl ServiceLifecycle {
     }
 
     /// Whether `presented` is the drain token (true when none is set).
+    #[cfg(feature = "probes")]
     pub(crate) fn drain_token_matches(&self, presented: Option<&[u8]>) -> bool {
         let Some(token) = self.inner.drain_token.lock().clone() else {
             return true;
@@ -283,7 +284,8 @@ impl ServiceLifecycle {
     /// [`start`](Self::start) runs in) with the schedules and metadata
     /// snapshot `inputs` returns at each scrape, the lifecycle's state,
     /// readiness and liveness, and the process budget. Without it (the
-    /// default) `/metrics` answers `404`. Call before `start`.
+    /// default) `/metrics` answers `404`. Call before `start`. With the
+    /// `metrics` feature (on by default).
     ///
     /// ```
     /// use rocketmq_runtime::{RuntimeDiagnosticsInputs, ServiceLifecycle, ServiceLifecycleConfig};
@@ -292,7 +294,7 @@ impl ServiceLifecycle {
     ///     .with_metrics(RuntimeDiagnosticsInputs::default);
     /// assert!(lifecycle.metrics_text().is_none()); // nothing before start
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), feature = "metrics"))]
     #[must_use]
     pub fn with_metrics(
         self,
@@ -303,8 +305,8 @@ impl ServiceLifecycle {
     }
 
     /// One `/metrics` scrape, rendered now; `None` when metrics are off or
-    /// the lifecycle has not started.
-    #[cfg(not(loom))]
+    /// the lifecycle has not started. With the `metrics` feature.
+    #[cfg(all(not(loom), feature = "metrics"))]
     pub fn metrics_text(&self) -> Option<String> {
         let source = self.inner.metrics.get()?;
         Some(metrics::render(self, source))
@@ -616,6 +618,7 @@ impl ServiceLifecycle {
 }
 
 #[cfg(not(loom))]
+#[cfg(feature = "probes")]
 pub(crate) mod probe;
 
 /// 16 to 256 visible ASCII characters.
@@ -626,6 +629,7 @@ pub(crate) fn drain_token_valid(token: &str) -> bool {
 /// Equality whose time depends on the lengths only, not on where the bytes
 /// differ: a probe client cannot find the drain token byte by byte. Written
 /// here (a few lines) rather than taken from a crate for one comparison.
+#[cfg(feature = "probes")]
 fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
     let mut difference = u8::from(expected.len() != presented.len());
     for (index, byte) in expected.iter().enumerate() {

@@ -451,6 +451,10 @@ impl TaskGroup {
     }
 
     /// The top of this group's tree (the owner's root for a component).
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "the tree `/metrics` renders")
+    )]
     pub(crate) fn tree_top(&self) -> TaskGroup {
         let mut top = Arc::clone(&self.inner);
         while let Some(parent) = top.parent.clone() {

@@ -1,6 +1,7 @@
 //! The README's main job: `cargo run --example broker_entrypoint` exits 0 with
 //! a healthy JSON report carrying its shutdown reason, after `--run-for`,
 //! after SIGTERM and after a `/drainz` request to its probe server.
+#![cfg(all(feature = "probes", feature = "metrics"))]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -8,21 +8,30 @@
 mod crash;
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "time-utils")]
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+#[cfg(feature = "time-utils")]
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crash::{
     kill_after_random_delay, parent_still_waits, spawn_ready, temporaries, XorShift, READY_LINE,
 };
-use rocketmq_runtime::common::{file_utils, time_utils};
+use rocketmq_runtime::common::file_utils;
+#[cfg(feature = "time-utils")]
+use rocketmq_runtime::common::time_utils;
 
+#[cfg(feature = "time-utils")]
 /// Set only in a local-time child: `<zone>|<string2>|<string3>` expected
 /// for [`SAMPLE_MILLIS`].
 const TIME_CHILD_ENV: &str = "ROCKETMQ_TIME_CHILD_EXPECT";
+#[cfg(feature = "time-utils")]
 const TIME_CHILD_TEST: &str = "local_time_child";
+#[cfg(feature = "time-utils")]
 /// 2025-12-02T08:30:05.123Z.
 const SAMPLE_MILLIS: i64 = 1_764_664_205_123;
 
+#[cfg(feature = "time-utils")]
 fn millis_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -30,6 +39,7 @@ fn millis_now() -> u64 {
         .as_millis() as u64
 }
 
+#[cfg(feature = "time-utils")]
 /// The child: checks the helpers against its `TZ`. Without the variable
 /// (a normal test run) it does nothing.
 #[test]
@@ -90,6 +100,7 @@ fn local_time_child() {
     assert!(!time_utils::is_it_time_to_do("25;-1;x"));
 }
 
+#[cfg(feature = "time-utils")]
 #[test]
 fn local_time_follows_the_tz_variable() {
     if std::env::var_os(TIME_CHILD_ENV).is_some() {

@@ -3,6 +3,7 @@
 //! accepted (no panic, no backtrace), `--help` lists every variable the
 //! crate reads, and a probe address in use exits 1 naming the address and
 //! the OS error.
+#![cfg(all(feature = "probes", feature = "metrics"))]
 
 mod support;
 

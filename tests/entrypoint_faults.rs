@@ -10,6 +10,7 @@
 //! condition variable, a channel); only what has no event to wait on (the
 //! probe's answer, the files on disk) is polled, in [`poll_until`], bounded
 //! by a hang guard. Nothing here waits for things to settle.
+#![cfg(all(feature = "probes", feature = "metrics"))]
 #![cfg(target_os = "linux")]
 #![allow(
     clippy::disallowed_methods,

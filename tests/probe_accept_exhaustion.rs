@@ -7,6 +7,7 @@
 //! Descriptor exhaustion is process-wide, so this binary holds a single
 //! test that runs both scenarios in sequence (Linux only: it lowers
 //! `RLIMIT_NOFILE` and fills the table with `/dev/null` handles).
+#![cfg(all(feature = "probes", feature = "metrics"))]
 #![cfg(target_os = "linux")]
 // `getrlimit`/`setrlimit` are the only way to bound the descriptor table of
 // this test process; both calls get valid pointers (see the SAFETY notes).

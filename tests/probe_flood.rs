@@ -9,6 +9,7 @@
 //! ```text
 //! cargo test --release --test probe_flood -- --ignored --nocapture
 //! ```
+#![cfg(all(feature = "probes", feature = "metrics"))]
 #![allow(
     clippy::disallowed_methods,
     reason = "a black-box latency test of a TCP server measures wall-clock time and paces its clients with sleeps"

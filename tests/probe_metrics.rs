@@ -2,6 +2,7 @@
 //! exposes (tasks of several kinds, a busy blocking lane, a schedule, the
 //! lifecycle, the process budget), strict line syntax, no task or group
 //! names; `404` when metrics are off.
+#![cfg(all(feature = "probes", feature = "metrics"))]
 
 mod support;
 

@@ -175,6 +175,7 @@ async fn waiters_wake_on_the_first_request() {
 
 /// `start` runs the heartbeat and, with an address, the probe server; a
 /// second start is refused.
+#[cfg(feature = "probes")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_serves_probes_and_refuses_a_second_start() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -203,6 +204,39 @@ async fn start_serves_probes_and_refuses_a_second_start() {
     lifecycle.mark_ready().expect("ready");
     assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
     assert!(get("/livez").await.starts_with("HTTP/1.1 200"));
+    let report = harness.shutdown_tasks(Duration::from_secs(5)).await;
+    assert!(report.is_healthy(), "{}", report.to_json());
+}
+
+/// Built without the probe server, an address to serve probes on is
+/// refused (`Unsupported`, naming the setting and the feature), never accepted and
+/// ignored; so is `ROCKETMQ_HEALTH_BIND_ADDR` or `ROCKETMQ_HEALTH_METRICS=1`
+/// without the features that serve them.
+#[cfg(not(feature = "probes"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_address_without_the_probes_feature_is_refused() {
+    let harness = rocketmq_runtime::RuntimeContext::try_from_current("lifecycle").expect("tokio");
+    let context = harness.service_context("broker");
+    let mut config = ServiceLifecycleConfig::new("broker");
+    let address: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+    config.probe_bind_addr = Some(address);
+    let lifecycle = ServiceLifecycle::new(config);
+    let error = lifecycle
+        .start(&context)
+        .await
+        .expect_err("no probe server");
+    assert_eq!(
+        error.kind(),
+        rocketmq_runtime::RuntimeErrorKind::Unsupported
+    );
+    assert_eq!(error.operation(), RuntimeOperation::BindServiceHealthProbe);
+    assert!(
+        error
+            .to_string()
+            .contains("ServiceLifecycleConfig::probe_bind_addr needs the `probes` feature"),
+        "{error}"
+    );
+    assert_eq!(lifecycle.probe_local_addr(), None);
     let report = harness.shutdown_tasks(Duration::from_secs(5)).await;
     assert!(report.is_healthy(), "{}", report.to_json());
 }

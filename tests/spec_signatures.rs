@@ -403,6 +403,7 @@ fn drain_lease_signatures_of_the_spec() {
 
 /// The `common` helpers at their public paths
 /// (`rocketmq_runtime::common::{file_utils, time_utils, parse_config_file}`).
+#[cfg(all(feature = "config-file", feature = "time-utils"))]
 #[test]
 fn common_helper_paths_of_the_spec() {
     use rocketmq_runtime::common::{file_utils, parse_config_file, time_utils};

@@ -1,9 +1,11 @@
 //! `observed_at`: the wall clock as an RFC 3339 UTC timestamp with
 //! milliseconds (`2026-12-01T08:30:00.250Z`).
 //!
-//! Written by hand: one formatting function over the proleptic Gregorian
-//! calendar does not justify a date-time dependency, and the project keeps
-//! chrono out. The day-to-date conversion is the standard era-based
+//! Written by hand: the diagnostics views are part of the runtime, which
+//! builds without any optional feature, so they cannot use `jiff` (the
+//! `time-utils` feature); one formatting function over the proleptic
+//! Gregorian calendar does not justify making it a required dependency,
+//! and the project keeps chrono out. The day-to-date conversion is the standard era-based
 //! arithmetic (400-year eras of 146,097 days, years starting in March so the
 //! leap day is last).
 

@@ -64,6 +64,14 @@ pub enum RuntimeErrorContext {
         /// The setting to raise (`RuntimeConfig::blocking_lane_policies.storage_io.max_queue_depth`, ...).
         setting: &'static str,
     },
+    /// A setting asks for what this build left out: the Cargo feature that
+    /// provides it is off (the probe server without `probes`).
+    FeatureDisabled {
+        /// The setting (`ServiceLifecycleConfig::probe_bind_addr`, ...).
+        setting: &'static str,
+        /// The Cargo feature to enable (`probes`, ...).
+        feature: &'static str,
+    },
 }
 
 impl fmt::Display for RuntimeErrorContext {
@@ -89,6 +97,11 @@ impl fmt::Display for RuntimeErrorContext {
                 f,
                 "scope {path}, lane {lane} full ({max_concurrency} running, \
                  {max_queue_depth} waiting): raise {setting}"
+            ),
+            Self::FeatureDisabled { setting, feature } => write!(
+                f,
+                "{setting} needs the `{feature}` feature of rocketmq-runtime, \
+                 which this build leaves out: enable it or unset the setting"
             ),
         }
     }

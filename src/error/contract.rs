@@ -209,11 +209,17 @@ impl RuntimeContractPolicy {
             Self::DrainDelayBelowShutdownTimeout => {
                 "fewer seconds than the shutdown timeout (ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS, default 45)"
             }
-            Self::ProbeBindAddressValid => {
+            Self::ProbeBindAddressValid if cfg!(feature = "probes") => {
                 "a socket address such as 127.0.0.1:8080 or [::1]:8080 (empty: no probe server)"
             }
+            Self::ProbeBindAddressValid => {
+                "empty: this build has no `probes` feature, so no probe server"
+            }
             Self::DrainMethodsIncludePost => "POST or GET,POST",
-            Self::HealthMetricsSwitch => "0 (no /metrics) or 1 (serve /metrics)",
+            Self::HealthMetricsSwitch if cfg!(feature = "metrics") => {
+                "0 (no /metrics) or 1 (serve /metrics)"
+            }
+            Self::HealthMetricsSwitch => "0: this build has no `metrics` feature, so no /metrics",
             Self::DrainTokenValid => "16 to 256 visible ASCII characters (empty: no token)",
             Self::ProcessMemoryLimitPositive => {
                 "a positive whole number of bytes"

@@ -308,7 +308,9 @@ impl fmt::Display for RuntimeError {
         )?;
         match self.context() {
             Some(
-                scope @ (RuntimeErrorContext::Scope { .. } | RuntimeErrorContext::LaneFull { .. }),
+                scope @ (RuntimeErrorContext::Scope { .. }
+                | RuntimeErrorContext::LaneFull { .. }
+                | RuntimeErrorContext::FeatureDisabled { .. }),
             ) => write!(f, ": {scope}"),
             _ => Ok(()),
         }

@@ -125,6 +125,8 @@ impl ServiceLifecycleConfig {
             RuntimeOperation::ServiceLifecycleProbeAddress,
             |text| match text {
                 "" => Some(None),
+                // Built without the probe server: only "no address".
+                _ if !cfg!(feature = "probes") => None,
                 address => address.parse().ok().map(Some),
             },
         )? {
@@ -214,7 +216,7 @@ impl ServiceLifecycle {
             RuntimeOperation::ServiceLifecycleProbeAddress,
             |value| match value {
                 "0" => Some(false),
-                "1" => Some(true),
+                "1" if cfg!(feature = "metrics") => Some(true),
                 _ => None,
             },
         )?
@@ -230,13 +232,13 @@ impl ServiceLifecycle {
         let lifecycle = Self::new(config)
             .with_drain_delay(delay)
             .with_drain_token(token)?;
-        #[cfg(not(loom))]
+        #[cfg(all(not(loom), feature = "metrics"))]
         let lifecycle = if metrics {
             lifecycle.with_metrics(crate::diagnostics::RuntimeDiagnosticsInputs::default)
         } else {
             lifecycle
         };
-        #[cfg(loom)]
+        #[cfg(any(loom, not(feature = "metrics")))]
         let _ = metrics;
         Ok(lifecycle)
     }

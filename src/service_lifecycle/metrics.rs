@@ -33,6 +33,7 @@ use crate::{
 };
 
 /// The content type of a `/metrics` answer.
+#[cfg(feature = "probes")]
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What a scrape reads: supplied by the service.

@@ -571,6 +571,7 @@ fn route(lifecycle: &ServiceLifecycle, method: &str, target: &str, caller: &Call
                 Response::plain(200, "draining")
             }
         }
+        #[cfg(feature = "metrics")]
         "/metrics" => match lifecycle.metrics_text() {
             None => Response::plain(404, "not_found"),
             Some(_) if method != "GET" => {
@@ -613,6 +614,7 @@ impl Response {
         }
     }
 
+    #[cfg(feature = "metrics")]
     fn metrics(text: String) -> Self {
         Self {
             metrics: Some(text),
@@ -634,7 +636,10 @@ impl Response {
     /// `/drainz` reports `draining`.
     fn encode(self, state: ServiceLifecycleState) -> Vec<u8> {
         let (body, content_type) = match self.metrics {
+            #[cfg(feature = "metrics")]
             Some(text) => (text, super::metrics::CONTENT_TYPE),
+            #[cfg(not(feature = "metrics"))]
+            Some(text) => (text, "text/plain; charset=utf-8"),
             None => (
                 format!(
                     "{{\"status\":\"{}\",\"state\":\"{}\"}}",

@@ -7,7 +7,11 @@ use crate::loom::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{metrics, notify, probe, ServiceLifecycle};
+#[cfg(feature = "metrics")]
+use super::metrics;
+#[cfg(feature = "probes")]
+use super::probe;
+use super::{notify, ServiceLifecycle};
 use crate::blocking::BlockingExecutor;
 use crate::diagnostics::RuntimeDiagnostics;
 use crate::error::{RuntimeError, RuntimeOperation, RuntimeResult};
@@ -18,6 +22,13 @@ use crate::task_group::TaskGroup;
 /// runtime's diagnostics, the three managed lanes and the process budget
 /// (for `/metrics`).
 #[derive(Debug)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(
+        dead_code,
+        reason = "all but the group are read only to serve /metrics"
+    )
+)]
 pub(crate) struct LifecycleSeat {
     pub(crate) group: TaskGroup,
     pub(crate) diagnostics: RuntimeDiagnostics,
@@ -50,8 +61,8 @@ impl ServiceLifecycle {
     async fn start_component(&self, seat: LifecycleSeat) -> RuntimeResult<()> {
         let group = seat.group;
         let _ = self.inner.owner_tree.set(Arc::clone(group.tree()));
-        let inputs = self.inner.metrics_inputs.lock().clone();
-        if let Some(inputs) = inputs {
+        #[cfg(feature = "metrics")]
+        if let Some(inputs) = self.inner.metrics_inputs.lock().clone() {
             let _ = self.inner.metrics.set(metrics::MetricsSource {
                 root: group.tree_top(),
                 diagnostics: seat.diagnostics,
@@ -61,6 +72,7 @@ impl ServiceLifecycle {
             });
         }
         self.record_shutdown_label();
+        #[cfg(feature = "probes")]
         let listener = match self.inner.config.probe_bind_addr {
             Some(address) => match tokio::net::TcpListener::bind(address).await {
                 Ok(listener) => Some(listener),
@@ -74,6 +86,20 @@ impl ServiceLifecycle {
             },
             None => None,
         };
+        // Built without the probe server: an address to serve probes on is
+        // refused, never accepted and ignored.
+        #[cfg(not(feature = "probes"))]
+        if self.inner.config.probe_bind_addr.is_some() {
+            let _ = group.shutdown(Duration::from_secs(1)).await;
+            return Err(
+                RuntimeError::unsupported(RuntimeOperation::BindServiceHealthProbe).with_context(
+                    crate::error::RuntimeErrorContext::FeatureDisabled {
+                        setting: "ServiceLifecycleConfig::probe_bind_addr",
+                        feature: "probes",
+                    },
+                ),
+            );
+        }
         let heartbeat = self.clone();
         let cancelled = group.cancellation_token();
         let mut spawned = group
@@ -116,6 +142,7 @@ impl ServiceLifecycle {
                 })
                 .map(drop);
         }
+        #[cfg(feature = "probes")]
         if let (Ok(()), Some(listener)) = (&spawned, listener) {
             let address = listener.local_addr().ok();
             if let Some(bound) = address.filter(|bound| !bound.ip().is_loopback()) {

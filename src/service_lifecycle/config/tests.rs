@@ -81,19 +81,57 @@ fn drain_delay_is_parsed_and_bounded() {
     assert_eq!(fits, Duration::from_secs(4));
 }
 
+/// Built without the probe server or `/metrics`, a probe address or
+/// `ROCKETMQ_HEALTH_METRICS=1` is refused, naming what this build accepts.
+#[cfg(not(all(feature = "probes", feature = "metrics")))]
+#[test]
+fn settings_of_missing_features_are_refused() {
+    #[cfg(not(feature = "probes"))]
+    {
+        let error = parse(&[(HEALTH_BIND_ADDR_ENV, "127.0.0.1:8080")]).expect_err("no probes");
+        assert_eq!(
+            error.operation(),
+            RuntimeOperation::ServiceLifecycleProbeAddress
+        );
+        let violation = violation(&error);
+        assert!(
+            violation.to_string().contains("`probes` feature"),
+            "{violation}"
+        );
+        assert_eq!(
+            parse(&[(HEALTH_BIND_ADDR_ENV, "")])
+                .expect("no address")
+                .probe_bind_addr,
+            None
+        );
+    }
+    #[cfg(not(feature = "metrics"))]
+    {
+        let error = ServiceLifecycle::from_lookup("broker", &lookup(&[(HEALTH_METRICS_ENV, "1")]))
+            .expect_err("no metrics feature");
+        let violation = violation(&error);
+        assert!(
+            violation.to_string().contains("`metrics` feature"),
+            "{violation}"
+        );
+    }
+}
+
 #[test]
 fn variables_are_parsed_and_bounded() {
+    let address = if cfg!(feature = "probes") {
+        "127.0.0.1:8080"
+    } else {
+        ""
+    };
     let config = parse(&[
-        (HEALTH_BIND_ADDR_ENV, "127.0.0.1:8080"),
+        (HEALTH_BIND_ADDR_ENV, address),
         (SHUTDOWN_TIMEOUT_SECONDS_ENV, "10"),
         (LIVENESS_STALE_SECONDS_ENV, " 5 "),
         (HEALTH_DRAIN_METHODS_ENV, "get, POST"),
     ])
     .expect("valid");
-    assert_eq!(
-        config.probe_bind_addr,
-        Some("127.0.0.1:8080".parse().expect("addr"))
-    );
+    assert_eq!(config.probe_bind_addr, address.parse().ok());
     assert_eq!(config.shutdown_timeout, Duration::from_secs(10));
     assert_eq!(config.liveness_stale_after, Duration::from_secs(5));
     assert_eq!(config.drain_request_methods, DrainRequestMethods::GetOrPost);

@@ -343,6 +343,14 @@ impl RuntimeOwner {
         &self.config
     }
 
+    /// Tokio's metrics of the owned runtime (worker count, alive tasks,
+    /// queue depths), for a metrics reader such as tokio-metrics or a
+    /// Prometheus collector. Read-only: it opens no way to spawn around
+    /// the task tree, as the runtime's `Handle` would.
+    pub fn runtime_metrics(&self) -> tokio::runtime::RuntimeMetrics {
+        self.runtime().metrics()
+    }
+
     fn runtime(&self) -> &Runtime {
         match &self.runtime {
             Some(runtime) => runtime,
@@ -444,9 +452,16 @@ impl RuntimeOwner {
         deadline: ShutdownDeadline,
     ) -> RuntimeResult<ShutdownReport> {
         if Handle::try_current().is_ok() {
-            return Err(RuntimeError::unsupported(
-                RuntimeOperation::ShutdownRuntimeBlocking,
-            ));
+            return Err(
+                RuntimeError::unsupported(RuntimeOperation::ShutdownRuntimeBlocking).with_context(
+                    crate::error::RuntimeErrorContext::Remedy(
+                        "called inside a Tokio runtime, where blocking on the owner's own \
+                         runtime would deadlock: call it outside `block_on` (after the \
+                         entrypoint's async main returns), use `shutdown_tasks` from async \
+                         code, or `RuntimeContext` in tests",
+                    ),
+                ),
+            );
         }
         let Some(runtime) = self.runtime.take() else {
             unreachable!("the runtime is only taken by consuming shutdown paths");
@@ -498,10 +513,12 @@ impl Drop for RuntimeOwner {
         let group = self.root.group();
         if group.lifecycle_state() != TaskGroupLifecycleState::ShutdownCompleted {
             let report = group.shutdown_now();
+            // One line an operator reads; the JSON only at DEBUG.
             tracing::warn!(
-                report = %report.to_json(),
+                summary = %report.summary(),
                 "RuntimeOwner dropped without an explicit shutdown; ran an immediate shutdown"
             );
+            tracing::debug!(report = %report.to_json(), "the immediate shutdown's report");
         }
         runtime.shutdown_background();
     }

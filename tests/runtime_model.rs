@@ -168,6 +168,22 @@ fn shutdown_runtime_blocking_inside_tokio_is_unsupported_without_panicking() {
     let error = result.expect_err("inside a Tokio context");
     assert_eq!(error.kind(), RuntimeErrorKind::Unsupported);
     assert_eq!(error.operation(), RuntimeOperation::ShutdownRuntimeBlocking);
+    // It says why and names the fix.
+    let message = error.to_string();
+    assert!(message.contains("inside a Tokio runtime"), "{message}");
+    assert!(message.contains("outside `block_on`"), "{message}");
+    assert!(message.contains("`RuntimeContext` in tests"), "{message}");
+}
+
+/// The owner's Tokio metrics, read-only, for a metrics reader.
+#[test]
+fn runtime_metrics_read_the_owned_runtime() {
+    let owner = small_owner();
+    assert_eq!(
+        owner.runtime_metrics().num_workers(),
+        owner.config().worker_threads
+    );
+    let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
 }
 
 #[test]

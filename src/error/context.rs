@@ -64,6 +64,9 @@ pub enum RuntimeErrorContext {
         /// The setting to raise (`RuntimeConfig::blocking_lane_policies.storage_io.max_queue_depth`, ...).
         setting: &'static str,
     },
+    /// What went wrong and what to do instead, for a call made where it
+    /// cannot work (`shutdown_runtime_blocking` inside a Tokio runtime).
+    Remedy(&'static str),
     /// A setting asks for what this build left out: the Cargo feature that
     /// provides it is off (the probe server without `probes`).
     FeatureDisabled {
@@ -98,6 +101,7 @@ impl fmt::Display for RuntimeErrorContext {
                 "scope {path}, lane {lane} full ({max_concurrency} running, \
                  {max_queue_depth} waiting): raise {setting}"
             ),
+            Self::Remedy(remedy) => f.write_str(remedy),
             Self::FeatureDisabled { setting, feature } => write!(
                 f,
                 "{setting} needs the `{feature}` feature of rocketmq-runtime, \

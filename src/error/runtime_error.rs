@@ -310,7 +310,8 @@ impl fmt::Display for RuntimeError {
             Some(
                 scope @ (RuntimeErrorContext::Scope { .. }
                 | RuntimeErrorContext::LaneFull { .. }
-                | RuntimeErrorContext::FeatureDisabled { .. }),
+                | RuntimeErrorContext::FeatureDisabled { .. }
+                | RuntimeErrorContext::Remedy(_)),
             ) => write!(f, ": {scope}"),
             _ => Ok(()),
         }

@@ -27,8 +27,15 @@
 //!    submission time, since its submission reads the clock anyway.
 //! 5. Futures over the 16 KiB inline limit are boxed before they are wrapped
 //!    (`crate::inline`).
-//! 6. Spawn and child-creation paths are `#[track_caller]`, so a `Closed` or
-//!    `Poisoned` error's `location()` is the caller's line.
+//! 6. Spawn and child-creation paths are `#[track_caller]` down to Tokio's
+//!    `spawn`, so a `Closed` or `Poisoned` error's `location()` is the
+//!    caller's line, and so is the spawn location Tokio records for
+//!    tokio-console.
+//! 7. Each task gets a `tracing` span (`rocketmq_runtime::task`, `DEBUG`,
+//!    named `task`) with its name, kind, group path and caller location,
+//!    entered on every poll. With no subscriber enabling it, the span is
+//!    disabled: its fields are never built and the task is spawned
+//!    unwrapped, so the spawn path pays one interest check.
 
 use std::future::Future;
 use std::time::Duration;
@@ -55,6 +62,9 @@ use crate::wait::{notified_until, Watch};
 pub(crate) struct Registration {
     seq: u64,
     slot: u32,
+    /// The task's span (invariant 7): disabled, and free, unless a
+    /// subscriber listens at `DEBUG` for `rocketmq_runtime::task`.
+    span: tracing::Span,
 }
 
 impl TaskGroup {
@@ -99,6 +109,7 @@ impl TaskGroup {
     /// [`launch`](Self::launch) the registration at once (a registered task
     /// that is never launched stays listed until the group's shutdown
     /// deadline); nothing may fail in between.
+    #[track_caller]
     pub(crate) fn register_task(
         &self,
         name: TaskName,
@@ -106,8 +117,18 @@ impl TaskGroup {
         started: Option<Instant>,
         operation: Option<OperationTag>,
     ) -> RuntimeResult<Registration> {
+        let location = std::panic::Location::caller();
+        // Fields are evaluated only when a subscriber enables the span.
+        let span = tracing::debug_span!(
+            target: "rocketmq_runtime::task",
+            "task",
+            task.name = %name,
+            task.kind = ?kind,
+            task.group = %self.inner.path(),
+            task.location = %location,
+        );
         match self.inner.gate.register(name, kind, started, operation) {
-            Ok((seq, slot)) => Ok(Registration { seq, slot }),
+            Ok((seq, slot)) => Ok(Registration { seq, slot, span }),
             Err(refusal) => Err(self.refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask)),
         }
     }
@@ -119,6 +140,7 @@ impl TaskGroup {
     /// a runtime that is shutting down Tokio drops the future here, in the
     /// caller's thread: call this without holding locks the future's
     /// destructor or its settlement may take.
+    #[track_caller]
     pub(crate) fn launch<F, S>(
         &self,
         registration: Registration,
@@ -137,6 +159,7 @@ impl TaskGroup {
 
     /// [`launch`](Self::launch), with `handoff` choosing what the record
     /// keeps of the join handle and what the caller gets.
+    #[track_caller]
     fn launch_as<F, S, R>(
         &self,
         registration: Registration,
@@ -149,7 +172,7 @@ impl TaskGroup {
         S: Settle + Send + 'static,
     {
         let inner = &self.inner;
-        let Registration { seq, slot } = registration;
+        let Registration { seq, slot, span } = registration;
         let settlement = settle(
             inner,
             Ticket {
@@ -157,7 +180,18 @@ impl TaskGroup {
                 check: seq_check(seq),
             },
         );
-        let join = inner.tree.handle().spawn(Tracked::new(future, settlement));
+        let tracked = Tracked::new(future, settlement);
+        // Tokio records this caller's location (the chain up to the public
+        // spawn is `#[track_caller]`); the span, when enabled, wraps every
+        // poll.
+        let join = if span.is_disabled() {
+            inner.tree.handle().spawn(tracked)
+        } else {
+            inner
+                .tree
+                .handle()
+                .spawn(tracing::Instrument::instrument(tracked, span))
+        };
         let (kept, given) = handoff(join);
         inner.gate.install(slot, seq, kept);
         (TaskId::new(inner.id, seq, slot), given)

@@ -187,10 +187,7 @@ impl TaskGroup {
         let join = if span.is_disabled() {
             inner.tree.handle().spawn(tracked)
         } else {
-            inner
-                .tree
-                .handle()
-                .spawn(tracing::Instrument::instrument(tracked, span))
+            spawn_in_span(inner.tree.handle(), tracked, span)
         };
         let (kept, given) = handoff(join);
         inner.gate.install(slot, seq, kept);
@@ -368,4 +365,16 @@ impl TaskGroup {
         })
         .await
     }
+}
+
+/// A task spawned inside its span (invariant 7), out of the common path:
+/// only while a subscriber listens.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn spawn_in_span<F>(handle: &tokio::runtime::Handle, task: F, span: tracing::Span) -> JoinHandle<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    handle.spawn(tracing::Instrument::instrument(task, span))
 }

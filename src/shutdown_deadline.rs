@@ -105,6 +105,36 @@ impl ShutdownDeadline {
     }
 }
 
+/// The same instant as a deadline: a standard-library instant through
+/// [`at`](ShutdownDeadline::at), a Tokio one as [`from_tokio`](ShutdownDeadline::from_tokio).
+impl From<std::time::Instant> for ShutdownDeadline {
+    fn from(instant: std::time::Instant) -> Self {
+        Self::at(instant)
+    }
+}
+
+impl From<Instant> for ShutdownDeadline {
+    fn from(instant: Instant) -> Self {
+        Self::from_tokio(instant)
+    }
+}
+
+/// A shutdown deadline as the Tokio instant every `*_until` on Tokio's
+/// clock takes (`BudgetedQueue::push_until`, `tokio::time::timeout_at`).
+impl From<ShutdownDeadline> for Instant {
+    fn from(deadline: ShutdownDeadline) -> Self {
+        deadline.tokio_instant()
+    }
+}
+
+/// A shutdown deadline as a standard-library instant
+/// (`OperationContext::new`).
+impl From<ShutdownDeadline> for std::time::Instant {
+    fn from(deadline: ShutdownDeadline) -> Self {
+        deadline.instant()
+    }
+}
+
 /// `base + offset`, or the latest representable horizon when that overflows.
 pub(crate) fn saturating_add(base: Instant, offset: Duration) -> Instant {
     if let Some(deadline) = base.checked_add(offset) {

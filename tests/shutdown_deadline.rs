@@ -75,3 +75,37 @@ fn conversions_round_trip() {
     assert!(past.is_expired());
     assert_eq!(past.remaining(), Duration::ZERO);
 }
+
+/// The four deadline and instant types meet through `From`: a shutdown
+/// deadline bounds a metadata wait and a queue push, and back, without
+/// moving the instant (one rule: every deadline runs on Tokio's clock).
+#[tokio::test(start_paused = true)]
+async fn deadlines_and_instants_convert_without_moving() {
+    use rocketmq_runtime::{BudgetClass, BudgetLimit, BudgetedQueue, FullPolicy, MetadataDeadline};
+
+    let shutdown = ShutdownDeadline::after(Duration::from_secs(5));
+    let metadata = MetadataDeadline::from(shutdown);
+    assert_eq!(metadata.instant(), shutdown.tokio_instant());
+    assert_eq!(ShutdownDeadline::from(metadata), shutdown);
+    let tokio_instant: tokio::time::Instant = shutdown.into();
+    assert_eq!(ShutdownDeadline::from(tokio_instant), shutdown);
+    let std_instant: std::time::Instant = metadata.into();
+    assert_eq!(std_instant, shutdown.instant());
+    assert_eq!(MetadataDeadline::from(tokio_instant), metadata);
+
+    // A queue push bounded by the shutdown's deadline.
+    let queue = BudgetedQueue::new(
+        rocketmq_runtime::ResourceBudgetTree::new(
+            "queue",
+            BudgetLimit::new(1, 1 << 20, FullPolicy::WaitUntilDeadline),
+        )
+        .expect("valid")
+        .root(),
+    );
+    assert!(queue.try_push_data(1_u32, 8).is_accepted());
+    let refused = queue
+        .push_until(2, 8, BudgetClass::Data, shutdown.into())
+        .await;
+    assert!(!refused.is_accepted(), "full until the deadline");
+    assert!(shutdown.is_expired());
+}

@@ -44,6 +44,44 @@ impl MetadataDeadline {
     }
 }
 
+/// The same instant: both deadlines run on Tokio's clock, so a metadata
+/// wait can share the shutdown's deadline and back.
+impl From<crate::shutdown_deadline::ShutdownDeadline> for MetadataDeadline {
+    fn from(deadline: crate::shutdown_deadline::ShutdownDeadline) -> Self {
+        Self(deadline.tokio_instant())
+    }
+}
+
+impl From<MetadataDeadline> for crate::shutdown_deadline::ShutdownDeadline {
+    fn from(deadline: MetadataDeadline) -> Self {
+        Self::from_tokio(deadline.0)
+    }
+}
+
+impl From<Instant> for MetadataDeadline {
+    fn from(instant: Instant) -> Self {
+        Self(instant)
+    }
+}
+
+impl From<std::time::Instant> for MetadataDeadline {
+    fn from(instant: std::time::Instant) -> Self {
+        Self(Instant::from_std(instant))
+    }
+}
+
+impl From<MetadataDeadline> for Instant {
+    fn from(deadline: MetadataDeadline) -> Self {
+        deadline.0
+    }
+}
+
+impl From<MetadataDeadline> for std::time::Instant {
+    fn from(deadline: MetadataDeadline) -> Self {
+        deadline.0.into_std()
+    }
+}
+
 /// The generation of a resource's snapshot: newer generations supersede
 /// older ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

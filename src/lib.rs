@@ -183,6 +183,12 @@ pub use task_identity::{
 };
 pub use task_spawner::TaskSpawner;
 
+/// The `prometheus-client` this crate encodes `/metrics` with, for
+/// [`ServiceLifecycle::with_metrics_collector`] (its `Registry` and metric
+/// types must be this version's).
+#[cfg(feature = "metrics")]
+pub use prometheus_client;
+
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -109,6 +109,9 @@ struct LifecycleInner {
     /// Set by `with_metrics`: `/metrics` is served, with these inputs.
     #[cfg(all(not(loom), feature = "metrics"))]
     metrics_inputs: Mutex<Option<metrics::MetricsInputs>>,
+    /// Set by `with_metrics_collector`: the application's own metrics.
+    #[cfg(all(not(loom), feature = "metrics"))]
+    metrics_collector: Mutex<Option<metrics::MetricsCollector>>,
     /// What a scrape reads, captured by `start` when metrics are on.
     #[cfg(all(not(loom), feature = "metrics"))]
     metrics: OnceLock<metrics::MetricsSource>,
@@ -178,6 +181,8 @@ impl ServiceLifecycle {
                 systemd: notify::SystemdNotifier::from_env(),
                 #[cfg(all(not(loom), feature = "metrics"))]
                 metrics_inputs: Mutex::new(None),
+                #[cfg(all(not(loom), feature = "metrics"))]
+                metrics_collector: Mutex::new(None),
                 #[cfg(all(not(loom), feature = "metrics"))]
                 metrics: OnceLock::new(),
                 drain_token: Mutex::new(None),
@@ -301,6 +306,38 @@ impl ServiceLifecycle {
         inputs: impl Fn() -> crate::diagnostics::RuntimeDiagnosticsInputs + Send + Sync + 'static,
     ) -> Self {
         *self.inner.metrics_inputs.lock() = Some(Arc::new(inputs));
+        self
+    }
+
+    /// Adds the application's own metrics to every `/metrics` scrape:
+    /// `register` is called with each scrape's registry (the runtime's
+    /// series sit under the `rocketmq_runtime` prefix in it) and registers
+    /// the application's metrics, typically clones of `prometheus-client`
+    /// counters and gauges it keeps updating. Takes effect with
+    /// [`with_metrics`](Self::with_metrics); call before `start`. With the
+    /// `metrics` feature.
+    ///
+    /// ```
+    /// use prometheus_client::metrics::counter::Counter;
+    /// use rocketmq_runtime::{RuntimeDiagnosticsInputs, ServiceLifecycle, ServiceLifecycleConfig};
+    ///
+    /// let requests = Counter::<u64>::default();
+    /// let served = requests.clone();
+    /// let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"))
+    ///     .with_metrics(RuntimeDiagnosticsInputs::default)
+    ///     .with_metrics_collector(move |registry| {
+    ///         registry.register("broker_requests", "Requests served", served.clone());
+    ///     });
+    /// requests.inc();
+    /// # drop(lifecycle);
+    /// ```
+    #[cfg(all(not(loom), feature = "metrics"))]
+    #[must_use]
+    pub fn with_metrics_collector(
+        self,
+        register: impl Fn(&mut prometheus_client::registry::Registry) + Send + Sync + 'static,
+    ) -> Self {
+        *self.inner.metrics_collector.lock() = Some(Arc::new(register));
         self
     }
 

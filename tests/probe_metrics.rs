@@ -207,3 +207,73 @@ fn metrics_are_not_served_unless_enabled() {
     let (status, _, _) = get(address, "/metrics");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
 }
+
+/// Queues the application exports under a label it chose appear with
+/// their depth, refusals and discards (summed per label); other queues do
+/// not, and a dropped queue leaves the export. The application's own
+/// metrics join the scrape under their own names.
+#[test]
+fn exported_queues_and_the_applications_metrics_join_the_scrape() {
+    use prometheus_client::metrics::counter::Counter;
+    use rocketmq_runtime::{BudgetLimit, BudgetedQueue, FullPolicy};
+
+    let owner = RuntimeOwner::new().expect("runtime");
+    let process = owner.resources().process_budget();
+    let queue = |name: &str| {
+        BudgetedQueue::<u32>::new(
+            process
+                .child(name, BudgetLimit::new(2, 1 << 20, FullPolicy::Reject))
+                .expect("fits"),
+        )
+    };
+    let requests = queue("requests-a");
+    requests.export_metrics("requests");
+    let more = queue("requests-b");
+    more.export_metrics("requests");
+    let hidden = queue("private-queue-name");
+    let gone = queue("gone");
+    gone.export_metrics("gone");
+    drop(gone);
+    for item in 0..3 {
+        let _ = requests.try_push_data(item, 8);
+    }
+    let _ = more.try_push_data(9, 8);
+    let _ = hidden.try_push_data(1, 8);
+
+    let served = Counter::<u64>::default();
+    served.inc_by(7);
+    let registered = served.clone();
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"))
+        .with_metrics(RuntimeDiagnosticsInputs::default)
+        .with_metrics_collector(move |registry| {
+            registry.register("broker_requests", "Requests served", registered.clone());
+        });
+    owner
+        .block_on(lifecycle.start(&owner.root_context().component("lifecycle")))
+        .expect("started");
+    let body = lifecycle.metrics_text().expect("metrics on");
+    assert_eq!(
+        value(&body, "rocketmq_runtime_queue_depth{queue=\"requests\"}"),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_queue_refused_total{queue=\"requests\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_queue_dropped_total{queue=\"requests\"}"
+        ),
+        0.0
+    );
+    assert_eq!(value(&body, "broker_requests_total"), 7.0);
+    assert!(!body.contains("private-queue-name"), "{body}");
+    assert!(!body.contains("queue=\"gone\""), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    drop((requests, more, hidden));
+    let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
+}

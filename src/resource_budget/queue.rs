@@ -118,6 +118,8 @@ use tokio::sync::Notify;
 use crate::loom::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, SegQueue};
 use crate::resource_budget::stripes::{InFlight, StripedCounter};
 use crate::resource_budget::tree::Node;
+#[cfg(all(not(loom), feature = "metrics"))]
+use crate::resource_budget::tree::{ExportedQueue, QueueCounts};
 use crate::resource_budget::types::{BudgetClass, BudgetDimension, FullPolicy};
 use crate::resource_budget::{ResourceBudget, ResourcePermit};
 use crate::wait::{notified, notified_by_either, Watch};
@@ -903,6 +905,33 @@ impl<T> BudgetedQueue<T> {
         head.items.len() + self.inner.appended.len()
     }
 
+    /// Exports this queue's depth, refused pushes and discarded items to
+    /// the owner's `/metrics` (`rocketmq_runtime_queue_depth`,
+    /// `..._queue_refused_total`, `..._queue_dropped_total`) under the label
+    /// `queue="<label>"`. Queues are not exported unless asked, and a label
+    /// is a `&'static str` the application chose, so the series stay
+    /// bounded and carry no name from data; queues sharing a label are
+    /// summed. Reading the counts never starts the queue's age stamping.
+    /// A queue leaves the export when its last handle is dropped. With the
+    /// `metrics` feature.
+    #[cfg(all(not(loom), feature = "metrics"))]
+    pub fn export_metrics(&self, label: &'static str)
+    where
+        T: Send + 'static,
+    {
+        let queue: Arc<dyn QueueCounts> = self.inner.clone();
+        self.inner
+            .budget
+            .node
+            .tree
+            .exported_queues
+            .lock()
+            .push(ExportedQueue {
+                label,
+                queue: Arc::downgrade(&queue),
+            });
+    }
+
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -944,6 +973,19 @@ impl<T> BudgetedQueue<T> {
 
     fn reject(&self, item: T, rejection: QueuePushRejection) -> QueuePushOutcome<T> {
         QueuePushOutcome::Rejected { item, rejection }
+    }
+}
+
+#[cfg(all(not(loom), feature = "metrics"))]
+impl<T: Send> QueueCounts for QueueInner<T> {
+    fn counts(&self) -> (usize, u64, u64) {
+        let depth = self.head.0.lock().items.len() + self.appended.len();
+        let budget = self.budget.snapshot();
+        (
+            depth,
+            self.stats.0.rejected.load(),
+            budget.dropped_count + budget.coalesced_count,
+        )
     }
 }
 

@@ -89,6 +89,25 @@ pub(crate) struct TreeState {
     /// consumers parked on queues built under it see the close at once.
     pub(crate) closed: Notify,
     pub(crate) dynamic: DynamicRegistry,
+    #[cfg(all(not(loom), feature = "metrics"))]
+    /// Queues of this tree exported to `/metrics` under a label the
+    /// application chose (`BudgetedQueue::export_metrics`); dropped
+    /// queues are pruned when read.
+    pub(crate) exported_queues: Mutex<Vec<ExportedQueue>>,
+}
+
+/// What `/metrics` reads of a queue, without observing its ages.
+#[cfg(all(not(loom), feature = "metrics"))]
+pub(crate) trait QueueCounts: Send + Sync {
+    /// Items queued, refused pushes, items the queue discarded.
+    fn counts(&self) -> (usize, u64, u64);
+}
+
+/// A queue exported under `label`.
+#[cfg(all(not(loom), feature = "metrics"))]
+pub(crate) struct ExportedQueue {
+    pub(crate) label: &'static str,
+    pub(crate) queue: std::sync::Weak<dyn QueueCounts>,
 }
 
 impl fmt::Debug for TreeState {
@@ -612,6 +631,31 @@ fn data_capacity(limit: &BudgetLimit) -> (usize, usize) {
 }
 
 impl TreeState {
+    /// The exported queues' counts summed per label, label order; dropped
+    /// queues leave the list.
+    #[cfg(all(not(loom), feature = "metrics"))]
+    pub(crate) fn exported_queue_counts(&self) -> Vec<(&'static str, usize, u64, u64)> {
+        let mut queues = self.exported_queues.lock();
+        queues.retain(|exported| exported.queue.strong_count() > 0);
+        let mut sums: Vec<(&'static str, usize, u64, u64)> = Vec::new();
+        for exported in queues.iter() {
+            let Some(queue) = exported.queue.upgrade() else {
+                continue;
+            };
+            let (depth, refused, dropped) = queue.counts();
+            match sums.iter_mut().find(|sum| sum.0 == exported.label) {
+                Some(sum) => {
+                    sum.1 += depth;
+                    sum.2 += refused;
+                    sum.3 += dropped;
+                }
+                None => sums.push((exported.label, depth, refused, dropped)),
+            }
+        }
+        sums.sort_by_key(|sum| sum.0);
+        sums
+    }
+
     /// Wakes capacity waiters (only when one armed since the last wake).
     ///
     /// Every access is `SeqCst`: a waiter registers, arms, then reads the
@@ -667,6 +711,8 @@ impl Node {
             release_armed: ReleaseArmed(AtomicBool::new(false)),
             closed: Notify::new(),
             dynamic: DynamicRegistry::new(max_entries),
+            #[cfg(all(not(loom), feature = "metrics"))]
+            exported_queues: Mutex::new(Vec::new()),
         });
         Ok(Arc::new(Node::new(
             Arc::clone(&name),

@@ -39,6 +39,10 @@ pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 /// What a scrape reads: supplied by the service.
 pub(crate) type MetricsInputs = Arc<dyn Fn() -> RuntimeDiagnosticsInputs + Send + Sync>;
 
+/// The application's own metrics, registered into each scrape's registry
+/// (`ServiceLifecycle::with_metrics_collector`).
+pub(crate) type MetricsCollector = Arc<dyn Fn(&mut Registry) + Send + Sync>;
+
 /// What a scrape reads, captured by `start`.
 pub(crate) struct MetricsSource {
     pub(crate) root: TaskGroup,
@@ -46,6 +50,7 @@ pub(crate) struct MetricsSource {
     pub(crate) lanes: [BlockingExecutor; 3],
     pub(crate) budget: ResourceBudget,
     pub(crate) inputs: MetricsInputs,
+    pub(crate) collector: Option<MetricsCollector>,
 }
 
 impl std::fmt::Debug for MetricsSource {
@@ -101,12 +106,13 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
         lanes,
         (source.inputs)(),
     );
-    let mut registry = Registry::with_prefix("rocketmq_runtime");
+    let mut root = Registry::default();
+    let registry = root.sub_registry_with_prefix("rocketmq_runtime");
 
     let scope = wire(&view.tasks.scope);
-    let tasks = family(&mut registry, "tasks", "Active tasks by kind");
+    let tasks = family(registry, "tasks", "Active tasks by kind");
     let long = family(
-        &mut registry,
+        registry,
         "tasks_long_running",
         "Active tasks running longer than the view's threshold, by kind",
     );
@@ -117,24 +123,24 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
             .set(as_i64(summary.long_running));
     }
     gauge(
-        &mut registry,
+        registry,
         "task_groups",
         "Task groups in the tree",
         as_i64(view.tasks.task_group_count),
     );
 
     let queued = family(
-        &mut registry,
+        registry,
         "blocking_queued",
         "Blocking submissions waiting for a slot, by lane",
     );
     let running = family(
-        &mut registry,
+        registry,
         "blocking_running",
         "Blocking closures running, by lane",
     );
     let abandoned = family(
-        &mut registry,
+        registry,
         "blocking_timed_out_still_running",
         "Blocking closures whose caller gave up and that still run, by lane",
     );
@@ -149,31 +155,31 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
 
     if let Some(schedule) = &view.schedule {
         counter(
-            &mut registry,
+            registry,
             "schedule_runs",
             "Scheduled runs started",
             schedule.runs,
         );
         counter(
-            &mut registry,
+            registry,
             "schedule_skips",
             "Scheduled ticks skipped",
             schedule.skips,
         );
         counter(
-            &mut registry,
+            registry,
             "schedule_overlaps",
             "Scheduled runs that overlapped a previous run",
             schedule.overlaps,
         );
         counter(
-            &mut registry,
+            registry,
             "schedule_failures",
             "Scheduled runs that failed",
             schedule.failures,
         );
         gauge(
-            &mut registry,
+            registry,
             "schedule_active_runs",
             "Scheduled runs in progress",
             i64::try_from(schedule.active_runs).unwrap_or(i64::MAX),
@@ -189,13 +195,13 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
             retained,
         );
         gauge(
-            &mut registry,
+            registry,
             "metadata_retained_operations",
             "Metadata snapshots queued or being written",
             as_i64(metadata.retained_operations),
         );
         gauge(
-            &mut registry,
+            registry,
             "metadata_waiters",
             "Receipts waiting for durability",
             as_i64(metadata.waiters),
@@ -204,7 +210,7 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
 
     let state = lifecycle.state();
     let states = family(
-        &mut registry,
+        registry,
         "lifecycle_state",
         "1 for the service's current lifecycle state",
     );
@@ -220,13 +226,13 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
             .set(i64::from(candidate == state));
     }
     gauge(
-        &mut registry,
+        registry,
         "ready",
         "1 while /readyz answers 200",
         i64::from(lifecycle.is_ready()),
     );
     gauge(
-        &mut registry,
+        registry,
         "live",
         "1 while /livez answers 200",
         i64::from(lifecycle.is_live()),
@@ -234,13 +240,13 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
 
     let events = source.root.event_counts();
     counter(
-        &mut registry,
+        registry,
         "poisoned_groups",
         "Task groups poisoned by a panic",
         events.poisoned_groups,
     );
     counter(
-        &mut registry,
+        registry,
         "closed_component_requests",
         "Component requests answered with a closed group",
         events.closed_component_requests,
@@ -265,14 +271,44 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
         registry.register_with_unit(name, help, Unit::Bytes, metric);
     }
     gauge(
-        &mut registry,
+        registry,
         "process_budget_reservations",
         "Reservations held on the process budget",
         as_i64(budget.current_count),
     );
 
+    // Queues the application exported, one series per label it chose
+    // (`BudgetedQueue::export_metrics`).
+    let queues = source.budget.node.tree.exported_queue_counts();
+    if !queues.is_empty() {
+        let depth = family(registry, "queue_depth", "Items queued, by exported queue");
+        let refused = Family::<Labels, Counter<u64>>::default();
+        registry.register(
+            "queue_refused",
+            "Pushes refused, by exported queue",
+            refused.clone(),
+        );
+        let dropped = Family::<Labels, Counter<u64>>::default();
+        registry.register(
+            "queue_dropped",
+            "Items an exported queue discarded (stale, coalesced, slow-consumer close)",
+            dropped.clone(),
+        );
+        for (label, queued, refusals, discarded) in queues {
+            let labels = vec![("queue", label.to_owned())];
+            depth.get_or_create(&labels).set(as_i64(queued));
+            refused.get_or_create(&labels).inc_by(refusals);
+            dropped.get_or_create(&labels).inc_by(discarded);
+        }
+    }
+
+    // The application's own metrics, under its own names.
+    if let Some(collect) = &source.collector {
+        collect(&mut root);
+    }
+
     let mut text = String::new();
     // Writing into a `String` cannot fail.
-    let _ = encode(&mut text, &registry);
+    let _ = encode(&mut text, &root);
     text
 }

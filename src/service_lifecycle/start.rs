@@ -69,6 +69,7 @@ impl ServiceLifecycle {
                 lanes: seat.lanes,
                 budget: seat.budget,
                 inputs,
+                collector: self.inner.metrics_collector.lock().clone(),
             });
         }
         self.record_shutdown_label();

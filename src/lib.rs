@@ -21,7 +21,7 @@
 //!
 //! # Feature flags
 //!
-//! All on by default; the runtime itself needs none of them.
+//! The first four are on by default; the runtime itself needs none of them.
 //!
 //! | Feature | Gives | Pulls in |
 //! | --- | --- | --- |
@@ -29,6 +29,7 @@
 //! | `metrics` | `ServiceLifecycle::with_metrics`, `metrics_text`, and `/metrics` with `probes` | `prometheus-client` |
 //! | `config-file` | `common::parse_config_file` | `toml` |
 //! | `time-utils` | `common::time_utils` | `jiff` |
+//! | `tokio-console` (off by default) | with `RUSTFLAGS="--cfg tokio_unstable"`: tasks spawned through Tokio's task builder under their `TaskName`, listed by name in tokio-console | Tokio's `tracing` |
 //!
 //! A setting whose feature is off is refused (`start` with a probe address
 //! fails with [`RuntimeErrorKind::Unsupported`] and a

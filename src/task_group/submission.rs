@@ -65,6 +65,9 @@ pub(crate) struct Registration {
     /// The task's span (invariant 7): disabled, and free, unless a
     /// subscriber listens at `DEBUG` for `rocketmq_runtime::task`.
     span: tracing::Span,
+    /// The name Tokio's task builder gives the task (tokio-console).
+    #[cfg(all(tokio_unstable, feature = "tokio-console"))]
+    name: TaskName,
 }
 
 impl TaskGroup {
@@ -127,8 +130,16 @@ impl TaskGroup {
             task.group = %self.inner.path(),
             task.location = %location,
         );
+        #[cfg(all(tokio_unstable, feature = "tokio-console"))]
+        let console_name = name.clone();
         match self.inner.gate.register(name, kind, started, operation) {
-            Ok((seq, slot)) => Ok(Registration { seq, slot, span }),
+            Ok((seq, slot)) => Ok(Registration {
+                seq,
+                slot,
+                span,
+                #[cfg(all(tokio_unstable, feature = "tokio-console"))]
+                name: console_name,
+            }),
             Err(refusal) => Err(self.refusal_error(refusal, RuntimeOperation::SpawnTaskGroupTask)),
         }
     }
@@ -172,6 +183,14 @@ impl TaskGroup {
         S: Settle + Send + 'static,
     {
         let inner = &self.inner;
+        #[cfg(all(tokio_unstable, feature = "tokio-console"))]
+        let Registration {
+            seq,
+            slot,
+            span,
+            name,
+        } = registration;
+        #[cfg(not(all(tokio_unstable, feature = "tokio-console")))]
         let Registration { seq, slot, span } = registration;
         let settlement = settle(
             inner,
@@ -184,6 +203,17 @@ impl TaskGroup {
         // Tokio records this caller's location (the chain up to the public
         // spawn is `#[track_caller]`); the span, when enabled, wraps every
         // poll.
+        #[cfg(all(tokio_unstable, feature = "tokio-console"))]
+        let join = if span.is_disabled() {
+            spawn_named(inner.tree.handle(), &name, tracked)
+        } else {
+            spawn_named(
+                inner.tree.handle(),
+                &name,
+                tracing::Instrument::instrument(tracked, span),
+            )
+        };
+        #[cfg(not(all(tokio_unstable, feature = "tokio-console")))]
         let join = if span.is_disabled() {
             inner.tree.handle().spawn(tracked)
         } else {
@@ -369,6 +399,7 @@ impl TaskGroup {
 
 /// A task spawned inside its span (invariant 7), out of the common path:
 /// only while a subscriber listens.
+#[cfg(not(all(tokio_unstable, feature = "tokio-console")))]
 #[cold]
 #[inline(never)]
 #[track_caller]
@@ -377,4 +408,28 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     handle.spawn(tracing::Instrument::instrument(task, span))
+}
+
+/// A task spawned through Tokio's task builder under its name, so
+/// tokio-console lists it by name (the `tokio-console` feature under
+/// `--cfg tokio_unstable`). Tokio's builder reports spawn failures as an
+/// error; the future it was given is then dropped, and its tracked wrapper
+/// settles the task as aborted, so the evidence stays: the stand-in handle
+/// only lets the launch finish.
+#[cfg(all(tokio_unstable, feature = "tokio-console"))]
+#[track_caller]
+fn spawn_named<F>(handle: &tokio::runtime::Handle, name: &TaskName, task: F) -> JoinHandle<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    match tokio::task::Builder::new()
+        .name(name.as_str())
+        .spawn_on(task, handle)
+    {
+        Ok(join) => join,
+        Err(error) => {
+            tracing::error!(task = %name, %error, "Tokio refused to spawn a task; it is reported as aborted");
+            handle.spawn(async {})
+        }
+    }
 }

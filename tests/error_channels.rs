@@ -128,6 +128,10 @@ fn display_and_debug_never_leak_the_source_text() {
         assert!(debug.contains("has_source: true"), "{debug}");
         let source = error.source().expect("the cause stays reachable");
         assert_eq!(source.to_string(), SECRET);
+        // The alternate form, for a person at a terminal, shows the chain.
+        let pretty = format!("{error:#?}");
+        assert!(pretty.contains("sources"), "{pretty}");
+        assert!(pretty.contains(SECRET), "{pretty}");
     }
     let plain = RuntimeError::closed(RuntimeOperation::SpawnTaskGroupTask);
     assert!(plain.source().is_none());

@@ -318,8 +318,13 @@ impl fmt::Display for RuntimeError {
     }
 }
 
+/// `{:?}` names the error without its causes' text (`has_source` only: a
+/// cause may carry a path or a peer's data, and `Debug` output travels
+/// into responses and panics). `{:#?}`, for a person at a terminal, adds
+/// `sources`: each cause's message, outermost first.
 impl fmt::Debug for RuntimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let alternate = f.alternate();
         let mut debug = f.debug_struct("RuntimeError");
         debug
             .field("code", &self.code())
@@ -330,6 +335,15 @@ impl fmt::Debug for RuntimeError {
             .field("has_source", &self.source.is_some());
         if let Some(context) = self.context() {
             debug.field("context", context);
+        }
+        if alternate && self.source.is_some() {
+            let mut chain = Vec::new();
+            let mut next = Error::source(self);
+            while let Some(cause) = next {
+                chain.push(cause.to_string());
+                next = cause.source();
+            }
+            debug.field("sources", &chain);
         }
         debug.finish()
     }

@@ -51,15 +51,17 @@ impl<S: Subscriber> Layer<S> for Spans {
     }
 }
 
-#[test]
-fn a_task_span_names_the_task_its_group_and_the_callers_line() {
+/// Spawns an empty `task_name` into a `broker` group under a subscriber
+/// listening at `TRACE`; returns every `task` and `runtime.spawn` span
+/// and the lines between which the spawn call stands.
+fn spans_of_a_spawn(task_name: &'static str) -> (Vec<SpanFields>, std::ops::RangeInclusive<u32>) {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(
         spans
             .clone()
-            .with_filter(tracing_subscriber::filter::LevelFilter::DEBUG),
+            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
     );
-    tracing::subscriber::with_default(subscriber, || {
+    let lines = tracing::subscriber::with_default(subscriber, || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -70,42 +72,57 @@ fn a_task_span_names_the_task_its_group_and_the_callers_line() {
             let before = line!();
             let id = broker
                 .task_group()
-                .spawn("fetch-offsets", TaskKind::Worker, async {});
+                .spawn(task_name, TaskKind::Worker, async {});
             let after = line!();
             assert!(id.is_ok());
             let report = harness
                 .shutdown_tasks(std::time::Duration::from_secs(5))
                 .await;
             assert!(report.is_healthy());
-            let spans = spans.0.lock().expect("unpoisoned");
-            let task = spans
-                .iter()
-                .find(|fields| {
-                    fields
-                        .iter()
-                        .any(|(k, v)| k == "task.name" && v == "fetch-offsets")
-                })
-                .unwrap_or_else(|| panic!("no span for the task: {spans:?}"));
-            let field = |name: &str| {
-                task.iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
-            assert_eq!(field("task.kind"), "Worker");
-            assert!(field("task.group").ends_with("broker"), "{task:?}");
-            let location = field("task.location");
-            let spawned_at: u32 = location
-                .strip_prefix(&format!("{}:", file!()))
-                .and_then(|rest| rest.split(':').next())
-                .and_then(|line| line.parse().ok())
-                .unwrap_or_else(|| panic!("not this file: {location}"));
-            assert!(
-                (before..=after).contains(&spawned_at),
-                "the spawn's caller, not the crate's own file: {location}"
-            );
-        });
+            before..=after
+        })
     });
+    let spans = spans.0.lock().expect("unpoisoned").clone();
+    (spans, lines)
+}
+
+/// The span named `span` of the task `task_name`, as (field, value) pairs.
+fn span_of<'a>(spans: &'a [SpanFields], span: &str, task_name: &str) -> &'a SpanFields {
+    spans
+        .iter()
+        .find(|fields| {
+            fields.iter().any(|(k, v)| k == "span" && v == span)
+                && fields
+                    .iter()
+                    .any(|(k, v)| k == "task.name" && v == task_name)
+        })
+        .unwrap_or_else(|| panic!("no {span} span for {task_name}: {spans:?}"))
+}
+
+fn field(fields: &SpanFields, name: &str) -> String {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_task_span_names_the_task_its_group_and_the_callers_line() {
+    let (spans, lines) = spans_of_a_spawn("fetch-offsets");
+    let task = span_of(&spans, "task", "fetch-offsets");
+    assert_eq!(field(task, "task.kind"), "Worker");
+    assert!(field(task, "task.group").ends_with("broker"), "{task:?}");
+    let location = field(task, "task.location");
+    let spawned_at: u32 = location
+        .strip_prefix(&format!("{}:", file!()))
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|line| line.parse().ok())
+        .unwrap_or_else(|| panic!("not this file: {location}"));
+    assert!(
+        lines.contains(&spawned_at),
+        "the spawn's caller, not the crate's own file: {location}"
+    );
 }
 
 /// Tokio's own spawn span (what tokio-console reads) names the task with
@@ -113,52 +130,12 @@ fn a_task_span_names_the_task_its_group_and_the_callers_line() {
 #[cfg(all(tokio_unstable, feature = "tokio-console"))]
 #[test]
 fn tokio_names_the_task_and_records_the_callers_line() {
-    let spans = Spans::default();
-    let subscriber = tracing_subscriber::registry().with(
-        spans
-            .clone()
-            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
+    let (spans, lines) = spans_of_a_spawn("console-task");
+    let spawn = span_of(&spans, "runtime.spawn", "console-task");
+    assert!(
+        field(spawn, "loc.file").ends_with("task_spans.rs"),
+        "{spawn:?}"
     );
-    tracing::subscriber::with_default(subscriber, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let harness = RuntimeContext::try_from_current("console").expect("tokio");
-            let broker = harness.service_context("broker");
-            let before = line!();
-            let id = broker
-                .task_group()
-                .spawn("console-task", TaskKind::Worker, async {});
-            let after = line!();
-            assert!(id.is_ok());
-            let report = harness
-                .shutdown_tasks(std::time::Duration::from_secs(5))
-                .await;
-            assert!(report.is_healthy());
-            let spans = spans.0.lock().expect("unpoisoned");
-            let spawn = spans
-                .iter()
-                .find(|fields| {
-                    fields
-                        .iter()
-                        .any(|(k, v)| k == "span" && v == "runtime.spawn")
-                        && fields
-                            .iter()
-                            .any(|(k, v)| k == "task.name" && v == "console-task")
-                })
-                .unwrap_or_else(|| panic!("no Tokio spawn span named console-task: {spans:?}"));
-            let field = |name: &str| {
-                spawn
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
-            assert!(field("loc.file").ends_with("task_spans.rs"), "{spawn:?}");
-            let line: u32 = field("loc.line").parse().expect("a line");
-            assert!((before..=after).contains(&line), "{spawn:?}");
-        });
-    });
+    let line: u32 = field(spawn, "loc.line").parse().expect("a line");
+    assert!(lines.contains(&line), "{spawn:?}");
 }

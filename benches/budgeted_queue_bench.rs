@@ -6,7 +6,7 @@
 //! | `queue_push_pop` | `Mutex<VecDeque>` with an atomic count budget | `try_push_data` + `try_pop` |
 //! | `queue_push_pop_observed` (no target) | the same | the same on a queue whose ages were observed (a snapshot), so every push reads the clock |
 //! | `wait_release` | `Semaphore(16)`-gated `Mutex<VecDeque>` + `Notify` | `push_until` (`WaitUntilDeadline`, 16 slots) + `recv`, producer spawn and join included |
-//! | `streaming` | `mpsc::channel(1024)` send + recv | `try_push_data` + `recv` |
+//! | `streaming` | `mpsc::channel(1024)` send + recv | `push_until` + `recv` (`WaitUntilDeadline`, 1,024 slots) |
 //! | `reject` | `mpsc` `try_send` fill, one refused, drain | `try_push_data` fill, one `Rejected`, drain (`Reject`, 16 slots) |
 //! | `coalesce` | `mpsc`: drain the full channel, send the newest | `try_push_data` into a full `CoalesceLatest` queue |
 //! | `contended/{wait,reject}/{1,4,64}` | `mpsc::channel(1024)`: `send`, or `try_send` retried after a yield | 1, 4 or 64 producers → 1 consumer through a queue of 1,024 (its budget its tree's root) on the 2-worker runtime: `push_until` (`WaitUntilDeadline`), or `try_push_data` retried after a yield (`Reject`, overloaded); items per second, queue / mpsc |
@@ -292,8 +292,12 @@ fn budgeted_streaming(rt: &Runtime, queue: &BudgetedQueue<u32>) -> Duration {
         let producer = tokio::spawn({
             let queue = queue.clone();
             async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
                 for item in 0..STREAM_ITEMS {
-                    assert!(queue.try_push_data(item, 64).is_accepted());
+                    let pushed = queue
+                        .push_until(item, 64, BudgetClass::Data, deadline)
+                        .await;
+                    assert!(pushed.is_accepted());
                     if item % 256 == 255 {
                         tokio::task::yield_now().await;
                     }
@@ -760,7 +764,7 @@ fn main() {
         1.5,
         ratio,
     ));
-    let streaming = queue_over(FullPolicy::Reject, 4_096);
+    let streaming = queue_over(FullPolicy::WaitUntilDeadline, 1_024);
     let (ratio, tracked, base) = paired_median(
         ROUNDS,
         || budgeted_streaming(&rt, &streaming),

@@ -267,6 +267,26 @@ async fn steps_before_a_neighbour_runs<F: std::future::Future<Output = ()>>(
     steps
 }
 
+/// `recv` takes a unit of Tokio's cooperative budget, as a channel's
+/// `recv` does (`queue.rs`, invariant 13): a consumer whose queue never
+/// runs dry still yields to the other tasks on its worker.
+#[tokio::test(flavor = "current_thread")]
+async fn recv_yields_to_its_worker() {
+    let queue = BudgetedQueue::new(
+        ResourceBudgetTree::new("queue", limit(10_000, 1 << 30, FullPolicy::Reject))
+            .expect("valid")
+            .root(),
+    );
+    for item in 0..1_000_u32 {
+        assert!(queue.try_push_data(item, 1).is_accepted());
+    }
+    let steps = steps_before_a_neighbour_runs(1_000, || async {
+        assert!(queue.recv().await.is_some());
+    })
+    .await;
+    assert!(steps < 1_000, "recv never yielded in {steps} calls");
+}
+
 /// `push_until` takes a unit of Tokio's cooperative budget, as a channel's
 /// `send` does (`waiting.rs`, invariant 7): a producer whose pushes never
 /// wait still yields to the other tasks on its worker.

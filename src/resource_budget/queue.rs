@@ -107,6 +107,11 @@
 //!     `CloseSlowConsumer` closes the queue (dropping its items, waking
 //!     everyone) when either finds the head at `max_age` or older; the pop
 //!     that found it returns nothing.
+//! 13. `recv` and `recv_budgeted` take one unit of the task's cooperative
+//!     budget (`tokio::task::coop::consume_budget`), as Tokio's channels
+//!     do: a consumer whose queue never runs dry still yields once its
+//!     budget is spent, so the other tasks on its worker (producers among
+//!     them) run too.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -776,7 +781,8 @@ impl<T> BudgetedQueue<T> {
     }
 
     /// Waits for the oldest item (its permit released here); `None` once
-    /// the queue is closed and drained.
+    /// the queue is closed and drained. Takes a unit of Tokio's cooperative
+    /// budget, as a channel's `recv` does (invariant 13).
     ///
     /// # Cancel safety
     ///
@@ -807,6 +813,17 @@ impl<T> BudgetedQueue<T> {
     /// is removed only in the poll that returns it. `observe`: as for
     /// [`pop_entry`](Self::pop_entry).
     async fn recv_entry(&self, observe: bool) -> Option<Entry<T>> {
+        if observe && !self.stamping_hint() {
+            // The first poll starts stamping, also when the task's budget
+            // is spent: this one observing pop takes no budget.
+            match self.pop_entry(true) {
+                Popped::Entry(entry) => return Some(entry),
+                Popped::Empty { closed: true } => return None,
+                Popped::Empty { closed: false } => {}
+            }
+        }
+        // Invariant 13.
+        tokio::task::coop::consume_budget().await;
         // Fast path: no notification registration while items are queued.
         match self.pop_entry(observe) {
             Popped::Entry(entry) => return Some(entry),

@@ -24,13 +24,21 @@ impl ActorShared {
 
         let cancelled = self.group.cancellation_token();
         let mut waiting = FuturesUnordered::new();
+        // Whether this loop has applied the owner's cancellation. The wait
+        // below listens for cancellation until it has: a cancellation that
+        // lands after the check at the top (while writes start) still ends
+        // the wait, which then applies it. Keying the wait on the token's
+        // own state instead would drop that branch and sleep on `wake`,
+        // which nothing rings once the actor is idle.
+        let mut stopped = false;
         loop {
             let woken = self.wake.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if cancelled.is_cancelled() {
+            if !stopped && cancelled.is_cancelled() {
                 // Owner cancellation stops admission; accepted work drains.
                 self.state.lock().lifecycle.stop();
+                stopped = true;
             }
             let done = self.start_writes();
             waiting.extend(std::mem::take(&mut *self.deferred.lock()));
@@ -39,7 +47,7 @@ impl ActorShared {
             }
             tokio::select! {
                 () = &mut woken => {}
-                () = cancelled.cancelled(), if !cancelled.is_cancelled() => {}
+                () = cancelled.cancelled(), if !stopped => {}
                 Some(()) = waiting.next(), if !waiting.is_empty() => {}
             }
         }

@@ -41,7 +41,10 @@ impl MetadataFileSystem for FillableDisk {
 }
 
 /// Polls `ready` (every millisecond, on the runtime's clock) until it
-/// holds; a hang guard fails the test after 10 s.
+/// holds; a hang guard fails the test after 10 s. Real time on purpose:
+/// what it waits for is a write on a blocking thread against a real file
+/// system, which paused time cannot advance and which announces nothing to
+/// wait on.
 async fn until(what: &str, ready: impl Fn() -> bool) {
     support::guard(what, async {
         while !ready() {

@@ -76,6 +76,8 @@ fn slowloris(address: SocketAddr, count: usize, stop: Arc<AtomicBool>) {
                 *stream = TcpStream::connect(address).ok();
             }
         }
+        // Deliberate real time: a slowloris client trickles one byte per
+        // connection every half second; its pace is the attack.
         std::thread::sleep(Duration::from_millis(500));
     }
 }

@@ -903,9 +903,51 @@ impl Drop for PidsCgroup {
     }
 }
 
+/// The shutdown timeout the thread-limited starts run with: a start that
+/// fails halfway must still end within it.
+const LIMITED_SHUTDOWN_SECONDS: u64 = 5;
+
+/// Runs `command` (the example, `--run-for 0.5`, a thread limit applied
+/// before `exec`) and expects a run with a clean stop or a refusal at start
+/// with one line and exit 1: never a panic (exit 101), never a hang, never
+/// past its deadline (`--run-for` plus the shutdown timeout, plus the
+/// start). Returns the exit code.
+fn runs_or_refuses_with_one_line(mut command: Command, case: &str) -> Option<i32> {
+    command
+        .args(["--run-for", "0.5"])
+        .env(
+            "ROCKETMQ_SHUTDOWN_TIMEOUT_SECONDS",
+            LIMITED_SHUTDOWN_SECONDS.to_string(),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let child = command.spawn().expect("spawn");
+    let _guard = hang_guard(child.id());
+    let output = child.wait_with_output().expect("exit");
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let case = format!("{case}: {:?} after {elapsed:?}: {stderr}", output.status);
+    assert!(!stderr.contains("panicked"), "{case}");
+    assert!(
+        elapsed < Duration::from_secs(LIMITED_SHUTDOWN_SECONDS + 5),
+        "past its deadline: {case}"
+    );
+    match output.status.code() {
+        Some(0) => {}
+        Some(1) => {
+            assert_eq!(stderr.lines().count(), 1, "one line: {case}");
+            assert!(stderr.contains("the OS refused thread"), "{case}");
+        }
+        _ => panic!("neither a run nor a refusal: {case}"),
+    }
+    output.status.code()
+}
+
 /// Under a thread limit (a pids cgroup allowing 1 to 6 tasks) the broker
 /// either starts and stops cleanly or refuses at start with one line and
-/// exit 1: never a panic (exit 101), never a hang.
+/// exit 1 (see [`runs_or_refuses_with_one_line`]).
 #[test]
 fn a_thread_limited_start_exits_1_with_one_line_or_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -917,28 +959,75 @@ fn a_thread_limited_start_exits_1_with_one_line_or_runs() {
         let mut command = Command::new(example_binary());
         command
             .arg("--data-dir")
-            .arg(dir.path().join(format!("data-{max}")))
-            .args(["--run-for", "0.5"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .arg(dir.path().join(format!("data-{max}")));
         // The child joins the cgroup before `exec`: every thread it starts
         // counts against the limit.
         unsafe_pre_exec_join(&mut command, procs);
-        let child = command.spawn().expect("spawn");
-        let _guard = hang_guard(child.id());
-        let output = child.wait_with_output().expect("exit");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let case = format!("pids.max {max}: {:?}: {stderr}", output.status);
-        assert!(!stderr.contains("panicked"), "{case}");
-        match output.status.code() {
-            Some(0) => {}
-            Some(1) => {
-                assert_eq!(stderr.lines().count(), 1, "one line: {case}");
-                assert!(stderr.contains("the OS refused thread"), "{case}");
+        let _ = runs_or_refuses_with_one_line(command, &format!("pids.max {max}"));
+    }
+}
+
+/// The user a child runs as under `RLIMIT_NPROC` (`nobody`): the limit
+/// counts the tasks of the child's real user and does not bind root.
+const UNPRIVILEGED_UID: u32 = 65_534;
+
+/// Under `RLIMIT_NPROC` of 2 to 8 tasks (set by `setrlimit` before `exec`,
+/// the child running as `nobody`, whose tasks the limit counts) the broker
+/// runs or refuses at start with one line and exit 1, as under the pids
+/// cgroup; the tightest limits must refuse. Needs root (to drop to
+/// `nobody`); skipped otherwise.
+#[test]
+fn a_start_under_rlimit_nproc_exits_1_with_one_line_or_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code, reason = "geteuid through libc")]
+    let euid = unsafe { nix::libc::geteuid() };
+    if euid != 0 {
+        eprintln!("skipped: needs root to run the child as nobody under RLIMIT_NPROC");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `nobody` creates its data directories here.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mut exits = Vec::new();
+    for max in 2..=8 {
+        let mut command = Command::new(example_binary());
+        command
+            .arg("--data-dir")
+            .arg(dir.path().join(format!("data-{max}")));
+        unsafe_pre_exec_limit_tasks(&mut command, max);
+        exits.push(runs_or_refuses_with_one_line(
+            command,
+            &format!("RLIMIT_NPROC {max}"),
+        ));
+    }
+    // One thread besides `main` cannot hold the runtime's workers: the
+    // tightest limit is a refusal, not a run that never saw the limit.
+    assert_eq!(exits.first(), Some(&Some(1)), "{exits:?}");
+    eprintln!("exit codes for RLIMIT_NPROC 2..=8: {exits:?}");
+}
+
+/// Makes `command`'s child lower its `RLIMIT_NPROC` to `tasks` and run as
+/// [`UNPRIVILEGED_UID`] before `exec`.
+#[allow(unsafe_code, reason = "pre_exec runs between fork and exec")]
+fn unsafe_pre_exec_limit_tasks(command: &mut Command, tasks: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit, setgid and setuid are async-signal-safe system
+    // calls; nothing is allocated after the fork.
+    unsafe {
+        command.pre_exec(move || {
+            let value = nix::libc::rlimit {
+                rlim_cur: tasks,
+                rlim_max: tasks,
+            };
+            if nix::libc::setrlimit(nix::libc::RLIMIT_NPROC, &value) != 0
+                || nix::libc::setgid(UNPRIVILEGED_UID) != 0
+                || nix::libc::setuid(UNPRIVILEGED_UID) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
-            _ => panic!("neither a run nor a refusal: {case}"),
-        }
+            Ok(())
+        });
     }
 }
 

@@ -27,25 +27,23 @@ use rocketmq_runtime::{RuntimeConfig, RuntimeOwner, ServiceLifecycle, ServiceLif
 /// connection slots).
 const BIG_HEAD_CLIENTS: usize = 80;
 
-/// `GET /livez`: the status code, or 0 when the answer did not come.
-fn livez(address: SocketAddr) -> u16 {
-    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(2)) else {
-        return 0;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream
+/// `GET /livez`: the status code, or what went wrong instead.
+fn livez(address: SocketAddr) -> Result<u16, String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
+        .map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|error| format!("set_read_timeout: {error}"))?;
+    stream
         .write_all(b"GET /livez HTTP/1.1\r\nHost: probe\r\n\r\n")
-        .is_err()
-    {
-        return 0;
-    }
+        .map_err(|error| format!("write: {error}"))?;
     let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
+    let read = stream.read_to_string(&mut response);
     response
         .split(' ')
         .nth(1)
         .and_then(|status| status.parse().ok())
-        .unwrap_or(0)
+        .ok_or_else(|| format!("read: {read:?}, {} bytes", response.len()))
 }
 
 /// Sends a 64 KiB head again and again until `stop`.
@@ -137,7 +135,7 @@ fn livez_answers_within_100_ms_at_p99_under_big_head_and_slowloris_floods() {
         let started = Instant::now();
         let status = livez(address);
         latencies.push(started.elapsed());
-        if status != 200 {
+        if status != Ok(200) {
             failures.push(status);
         }
         lifecycle.record_progress();

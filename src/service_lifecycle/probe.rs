@@ -31,19 +31,34 @@
 //!
 //! 1. Routes only call lifecycle APIs ([`ServiceLifecycle::is_ready`],
 //!    `request_shutdown`, ...), never its state.
-//! 2. At most [`MAX_PROBE_CONNECTIONS`] connection tasks run at a time
+//! 2. At most [`MAX_PROBE_CONNECTIONS`] connections hold a slot at a time
 //!    (fewer under a low `RLIMIT_NOFILE`: a quarter of it, at least 4),
-//!    each a [`TaskKind::Worker`] task of the server's group, plus the one
-//!    connection the accept loop holds while it waits for a slot. When
-//!    every slot is taken, the connection that has waited longest without
-//!    sending a complete request head (among those polled at least once:
-//!    a head that arrived with the connection is read before it can be
-//!    evicted) is closed to make room, so clients
-//!    that hold idle or half-sent connections (hundreds of them) cannot keep
-//!    a probe waiting: a probe's head arrives at once and is answered. Only
-//!    when every open connection has a complete head (it is being answered,
-//!    within [`PROBE_IO_TIMEOUT`]) does the new one wait for a slot. The
-//!    listen backlog is Tokio's (1,024).
+//!    each in a [`TaskKind::Worker`] task of the server's group. When every
+//!    slot is taken, a new connection waits for one in its own task (the
+//!    waiting room: a quarter as many, at least 1), so the accept loop goes
+//!    on answering probes (invariant 5); only when the waiting room is full
+//!    too does the accept loop hold the connection and wait. A waiting
+//!    connection makes room by closing the connection without a complete
+//!    request head that has been silent longest (no byte since its accept
+//!    or its last read; among those polled at least once: a head that
+//!    arrived with the connection is read before it can be evicted), at
+//!    most one per 10 ms of waiting. A connection silent for less than
+//!    [`EVICTION_MIN_SILENCE`] is never evicted: a probe sends its head at
+//!    once, so it is silent only between its connect and its write, while
+//!    a client dripping a byte every half second or holding an idle
+//!    connection is silent far longer and goes first. (Evicting in accept
+//!    order, or whichever connection was polled first, closed probes whose
+//!    head was a few milliseconds behind their connect while a flood kept
+//!    the accept loop ahead of the connection tasks.) While no connection
+//!    qualifies, the waiters wait and the clients behind them wait in the
+//!    listen backlog; at worst a slot frees when a head's
+//!    [`PROBE_IO_TIMEOUT`] expires. So hundreds of clients that hold idle
+//!    or half-sent connections delay a probe by at most
+//!    [`EVICTION_MIN_SILENCE`]. The listen backlog is [`LISTEN_BACKLOG`]
+//!    (the kernel caps it at its `somaxconn`): Tokio's own bind asks for
+//!    128, which a flood of a thousand connections a second fills, and a
+//!    connection the kernel drops for a full backlog retries only after a
+//!    second.
 //! 3. The request head is read incrementally, up to
 //!    [`MAX_REQUEST_HEAD_BYTES`] (2 KiB), so a head split across many small
 //!    writes is accepted.
@@ -55,6 +70,18 @@
 //!    permit is kept and `accept` is retried after a backoff of 10 ms
 //!    doubling up to 1 s, giving up like a listener-level error only after
 //!    [`MAX_CONSECUTIVE_ACCEPT_FAILURES`] consecutive failures.
+//! 5. A connection whose complete head arrived with it (a probe writes its
+//!    head right after connecting, so by the time a busy server accepts it
+//!    the head is usually there) is answered by the accept loop at once,
+//!    without a slot or a task: one non-blocking read, one non-blocking
+//!    write of the response (a few hundred bytes, which a fresh socket's
+//!    send buffer always takes; a client that cannot take them loses its
+//!    answer), then close. So probes keep being answered while slow or
+//!    idle clients hold every slot, and the accept loop drains the listen
+//!    backlog instead of waiting for a slot (a full backlog drops new
+//!    connections, which then retry only after a second). `/metrics`
+//!    (a larger answer) and requests that leave bytes unread (answered,
+//!    then drained before the close) go through a slot.
 
 use std::io;
 use std::sync::Arc;
@@ -91,11 +118,35 @@ const MAX_HEADERS: usize = 64;
 /// bytes are discarded (within [`PROBE_IO_TIMEOUT`]) before closing, so the
 /// close does not turn into a reset that destroys the response.
 const LINGER_DISCARD_BYTES: usize = 64 * 1_024;
-/// How often a full server looks again for a connection to evict while
-/// every open one is still to be polled for the first time.
+/// How long a connection must have sent nothing (since its accept or its
+/// last read) before it may be evicted to make room (invariant 2).
+pub(crate) const EVICTION_MIN_SILENCE: Duration = Duration::from_millis(20);
+/// How often a connection waiting for a slot looks again for one to
+/// evict while none qualifies (invariant 2).
 const EVICTION_RETRY: Duration = Duration::from_millis(1);
+/// How long a connection that evicted one to make room waits for a slot
+/// before it evicts another.
+const EVICTION_PATIENCE: Duration = Duration::from_millis(10);
 /// Task name of one connection.
 const CONNECTION_TASK_NAME: &str = "service-lifecycle.probe-connection";
+
+/// Connections the kernel queues for the probe server before it accepts
+/// them (invariant 2).
+pub(crate) const LISTEN_BACKLOG: u32 = 1_024;
+
+/// Binds the probe server's listener on `address` (with `SO_REUSEADDR`
+/// on Unix, as Tokio's own bind) with a backlog of [`LISTEN_BACKLOG`].
+pub(crate) fn bind_listener(address: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Serves the probe routes on `listener` until `group`'s cancellation token
 /// is cancelled (or the listener becomes unusable, see the module docs).
@@ -114,7 +165,9 @@ pub(crate) async fn serve_probes(
     group: TaskGroup,
 ) {
     let token = group.cancellation_token();
-    let permits = Arc::new(Semaphore::new(connection_cap(open_files_soft_limit())));
+    let cap = connection_cap(open_files_soft_limit());
+    let permits = Arc::new(Semaphore::new(cap));
+    let waiting_room = Arc::new(Semaphore::new(waiting_room(cap)));
     let slots = Arc::new(Slots::default());
     let mut consecutive_failures = 0_u32;
     let mut backoff = ACCEPT_BACKOFF_INITIAL;
@@ -128,42 +181,43 @@ pub(crate) async fn serve_probes(
             Ok((stream, _peer)) => {
                 consecutive_failures = 0;
                 backoff = ACCEPT_BACKOFF_INITIAL;
-                let held = match Arc::clone(&permits).try_acquire_owned() {
-                    Ok(held) => held,
-                    Err(_) => {
-                        // Every slot is taken: close the connection that
-                        // has waited longest for its head, then take the
-                        // slot it gives back. Connections not yet polled
-                        // are not candidates (their head may be waiting
-                        // in the socket); while none is, look again every
-                        // millisecond as they are polled.
-                        let mut acquired = None;
-                        while acquired.is_none() {
-                            slots.evict_oldest_idle();
-                            acquired = tokio::select! {
-                                biased;
-                                () = token.cancelled() => return,
-                                acquired = Arc::clone(&permits).acquire_owned() => match acquired {
-                                    Ok(acquired) => Some(acquired),
-                                    Err(_closed) => return,
-                                },
-                                () = tokio::time::sleep(EVICTION_RETRY) => None,
-                            };
-                        }
-                        acquired.unwrap_or_else(|| unreachable!("the loop ends with a permit"))
-                    }
+                let Some((stream, head, parsed)) = answer_at_once(stream, &lifecycle) else {
+                    continue;
                 };
-                let slot = slots.open();
+                // A connection that must wait for its head takes a slot; a
+                // full server lets it wait for one in its own task (the
+                // accept loop goes on answering probes), and only when the
+                // waiting room is full too does the loop wait here.
+                let held = match Arc::clone(&permits).try_acquire_owned() {
+                    Ok(held) => Held::Slot(held),
+                    Err(_) => match Arc::clone(&waiting_room).try_acquire_owned() {
+                        Ok(waiting) => Held::Waiting(waiting),
+                        Err(_) => match wait_for_slot(&slots, &permits, &token).await {
+                            Some(held) => Held::Slot(held),
+                            None => return,
+                        },
+                    },
+                };
                 let connection_lifecycle = lifecycle.clone();
                 let connection_token = token.clone();
+                let connection_slots = Arc::clone(&slots);
+                let connection_permits = Arc::clone(&permits);
                 let spawned = group.spawn(CONNECTION_TASK_NAME, TaskKind::Worker, async move {
-                    let _permit = held;
-                    let slot = slot;
+                    let _permit = match held {
+                        Held::Slot(held) => held,
+                        Held::Waiting(_waiting) => {
+                            match wait_for_slot(&connection_slots, &connection_permits, &connection_token).await {
+                                Some(held) => held,
+                                None => return,
+                            }
+                        }
+                    };
+                    let slot = connection_slots.open();
                     tokio::select! {
                         biased;
                         () = connection_token.cancelled() => {}
                         () = slot.evicted.cancelled() => {}
-                        () = serve_connection(stream, &connection_lifecycle, &slot) => {}
+                        () = serve_connection(stream, head, parsed, &connection_lifecycle, &slot) => {}
                     }
                 });
                 if spawned.is_err() {
@@ -202,11 +256,52 @@ pub(crate) async fn serve_probes(
     }
 }
 
-/// The connections the server holds at once: [`MAX_PROBE_CONNECTIONS`],
+/// What a connection task holds when it starts.
+enum Held {
+    /// A connection slot.
+    Slot(tokio::sync::OwnedSemaphorePermit),
+    /// A place in the waiting room: the task waits for a slot.
+    Waiting(tokio::sync::OwnedSemaphorePermit),
+}
+
+/// Waits for a connection slot, making room by evicting the connection
+/// silent longest (invariant 2): at most one eviction per
+/// [`EVICTION_PATIENCE`], so waiters do not close more connections than
+/// they need while the evicted ones are still closing. `None` when the
+/// server stops.
+async fn wait_for_slot(
+    slots: &Slots,
+    permits: &Arc<Semaphore>,
+    token: &CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let mut evicted_at: Option<Instant> = None;
+    loop {
+        if evicted_at.is_none_or(|at| at.elapsed() >= EVICTION_PATIENCE)
+            && slots.evict_longest_silent()
+        {
+            evicted_at = Some(Instant::now());
+        }
+        tokio::select! {
+            biased;
+            () = token.cancelled() => return None,
+            acquired = Arc::clone(permits).acquire_owned() => return acquired.ok(),
+            () = tokio::time::sleep(EVICTION_RETRY) => {}
+        }
+    }
+}
+
+/// Connections that may wait for a slot in their own task (each holds a
+/// descriptor): a quarter of the slots, at least 1.
+fn waiting_room(cap: usize) -> usize {
+    (cap / 4).max(1)
+}
+
+/// The connections that hold a slot at once: [`MAX_PROBE_CONNECTIONS`],
 /// and at most a quarter of the process's descriptors (`RLIMIT_NOFILE`,
-/// soft), at least 4: probe clients never take the descriptors storage
-/// needs (a limit of 64 leaves 48 to the rest of the process). Clients
-/// beyond the cap wait in the listen backlog, holding no descriptor.
+/// soft), at least 4. With the waiting room (a quarter of the cap) probe
+/// clients hold at most 5/16 of the descriptors: never those storage
+/// needs (a limit of 64 leaves 44 to the rest of the process). Clients
+/// beyond them wait in the listen backlog, holding no descriptor.
 fn connection_cap(open_files: Option<u64>) -> usize {
     let quarter = open_files.map_or(usize::MAX, |limit| {
         usize::try_from(limit / 4).unwrap_or(usize::MAX)
@@ -227,9 +322,19 @@ fn open_files_soft_limit() -> Option<u64> {
 
 /// The open connections in accept order, each with whether its head is
 /// still awaited: the eviction order of invariant 2.
-#[derive(Default)]
 struct Slots {
     open: Mutex<std::collections::VecDeque<Arc<SlotState>>>,
+    /// The origin of `last_input_ms`.
+    epoch: Instant,
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Self {
+            open: Mutex::default(),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 struct SlotState {
@@ -244,6 +349,10 @@ struct SlotState {
     /// only then can a head that already arrived be told from one that is
     /// still awaited, so an unpolled connection is never evicted.
     polled: std::sync::atomic::AtomicBool,
+    /// When the client last sent something (its accept, then each read that
+    /// returned bytes), in milliseconds since the server's epoch: the
+    /// eviction order of invariant 2.
+    last_input_ms: std::sync::atomic::AtomicU64,
 }
 
 const AWAITING_HEAD: u8 = 0;
@@ -263,6 +372,7 @@ impl Slots {
             evicted: CancellationToken::new(),
             phase: std::sync::atomic::AtomicU8::new(AWAITING_HEAD),
             polled: std::sync::atomic::AtomicBool::new(false),
+            last_input_ms: std::sync::atomic::AtomicU64::new(self.now_ms()),
         });
         self.open.lock().push_back(Arc::clone(&state));
         Slot {
@@ -272,19 +382,59 @@ impl Slots {
         }
     }
 
-    /// Closes the oldest polled connection still waiting for its head, if
-    /// any.
-    fn evict_oldest_idle(&self) {
+    /// Milliseconds since the server's epoch.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Closes the polled connection still waiting for its head that has
+    /// been silent longest, if it has been silent for at least
+    /// [`EVICTION_MIN_SILENCE`] (the earliest accepted among equals); true
+    /// when one was closed.
+    fn evict_longest_silent(&self) -> bool {
+        let silent_since = self
+            .now_ms()
+            .checked_sub(u64::try_from(EVICTION_MIN_SILENCE.as_millis()).unwrap_or(u64::MAX));
+        let Some(silent_since) = silent_since else {
+            return false;
+        };
         let open = self.open.lock();
-        if let Some(oldest) = open.iter().find(|slot| {
-            slot.polled.load(std::sync::atomic::Ordering::Acquire) && slot.leave_awaiting(EVICTED)
-        }) {
-            oldest.evicted.cancel();
+        loop {
+            let candidate = open
+                .iter()
+                .filter(|slot| {
+                    slot.polled.load(std::sync::atomic::Ordering::Acquire)
+                        && slot.phase.load(std::sync::atomic::Ordering::Acquire) == AWAITING_HEAD
+                        && slot
+                            .last_input_ms
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                            <= silent_since
+                })
+                .min_by_key(|slot| {
+                    slot.last_input_ms
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                });
+            let Some(candidate) = candidate else {
+                return false;
+            };
+            // A head completed since the filter read the phase: look again
+            // (each round one candidate leaves the awaiting phase for good).
+            if candidate.leave_awaiting(EVICTED) {
+                candidate.evicted.cancel();
+                return true;
+            }
         }
     }
 }
 
 impl Slot {
+    /// The client sent bytes: it is not silent.
+    fn input(&self) {
+        self.state
+            .last_input_ms
+            .store(self.slots.now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The head is complete (or will never be): false when the slot was
     /// evicted first (the connection then closes without routing).
     fn head_read(&self) -> bool {
@@ -433,16 +583,80 @@ impl Caller {
     }
 }
 
-/// Serves one request on `stream` and closes it.
-async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, slot: &Slot) {
-    slot.state
-        .polled
-        .store(true, std::sync::atomic::Ordering::Release);
-    let head = read_head(&mut stream).await;
-    if !slot.head_read() {
-        return;
+/// Answers `stream` at once when its complete head arrived with it
+/// (invariant 5) and returns `None`; otherwise returns the stream, what
+/// was read of its head and the head if it is complete, for a connection
+/// task. A connection that failed is closed (`None`).
+fn answer_at_once(
+    stream: TcpStream,
+    lifecycle: &ServiceLifecycle,
+) -> Option<(TcpStream, HeadBuffer, Option<Head>)> {
+    use std::io::{Read, Write};
+    // A socket Tokio just registered has no readiness yet, so its own
+    // `try_read` would not look: read the descriptor directly (it is
+    // non-blocking) and register it again only when a task must wait.
+    let stream = stream.into_std().ok()?;
+    let mut head = HeadBuffer::new();
+    let parsed = match (&stream).read(head.spare()) {
+        Ok(read) => head.received(read),
+        Err(error) if would_block(&error) => None,
+        Err(_broken) => return None,
+    };
+    let answerable = match &parsed {
+        Some(Head::Request { unread, path, .. }) => {
+            !is_metrics(path) && (!unread || drained_to_the_end(&stream))
+        }
+        Some(Head::Bad { unread }) => !unread || drained_to_the_end(&stream),
+        Some(Head::Oversized) => true,
+        Some(Head::Broken) => return None,
+        Some(Head::TooManyFields | Head::TimedOut) | None => false,
+    };
+    if !answerable {
+        return TcpStream::from_std(stream)
+            .ok()
+            .map(|stream| (stream, head, parsed));
     }
-    let (response, linger) = match head {
+    if let Some((response, _linger)) = parsed.and_then(|head| respond(lifecycle, head)) {
+        let _ = (&stream).write(&response.encode(lifecycle.state()));
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+    None
+}
+
+/// A non-blocking read found nothing to read yet.
+fn would_block(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// Discards what `stream` holds without waiting (at most
+/// [`LINGER_DISCARD_BYTES`]); true when its sender already closed it, so a
+/// close after the answer resets nothing.
+fn drained_to_the_end(mut stream: &std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut scratch = [0_u8; 1_024];
+    let mut discarded = 0;
+    while discarded < LINGER_DISCARD_BYTES {
+        match stream.read(&mut scratch) {
+            Ok(0) => return true,
+            Ok(read) => discarded += read,
+            Err(_would_block_or_broken) => return false,
+        }
+    }
+    false
+}
+
+/// Whether a request target is the `/metrics` route.
+fn is_metrics(target: &str) -> bool {
+    target.split_once('?').map_or(target, |(path, _query)| path) == "/metrics"
+}
+
+/// The answer to a head, and whether request bytes are left to drain
+/// before the close; `None` for a connection that failed.
+fn respond(lifecycle: &ServiceLifecycle, head: Head) -> Option<(Response, bool)> {
+    Some(match head {
         Head::Request {
             method,
             path,
@@ -462,7 +676,31 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, s
             false,
         ),
         Head::TimedOut => (Response::plain(408, "request_timeout"), false),
-        Head::Broken => return,
+        Head::Broken => return None,
+    })
+}
+
+/// Serves one request on `stream` and closes it: `parsed` when its head
+/// is complete, otherwise the head that starts with `head`.
+async fn serve_connection(
+    mut stream: TcpStream,
+    head: HeadBuffer,
+    parsed: Option<Head>,
+    lifecycle: &ServiceLifecycle,
+    slot: &Slot,
+) {
+    slot.state
+        .polled
+        .store(true, std::sync::atomic::Ordering::Release);
+    let head = match parsed {
+        Some(parsed) => parsed,
+        None => read_head(&mut stream, head, slot).await,
+    };
+    if !slot.head_read() {
+        return;
+    }
+    let Some((response, linger)) = respond(lifecycle, head) else {
+        return;
     };
     let bytes = response.encode(lifecycle.state());
     let written = timeout(PROBE_IO_TIMEOUT, stream.write_all(&bytes)).await;
@@ -480,32 +718,41 @@ async fn serve_connection(mut stream: TcpStream, lifecycle: &ServiceLifecycle, s
     }
 }
 
-/// Reads until a complete head, an error, the size limit, or
-/// [`PROBE_IO_TIMEOUT`] after the call: one deadline for the whole head, so
-/// a client dripping a byte at a time cannot hold a connection slot longer.
-async fn read_head(stream: &mut TcpStream) -> Head {
-    let deadline = Instant::now() + PROBE_IO_TIMEOUT;
-    let mut buffer = [0_u8; MAX_REQUEST_HEAD_BYTES];
-    let mut filled = 0;
-    loop {
-        if filled == buffer.len() {
-            return Head::Oversized;
+/// A request head as it arrives, up to [`MAX_REQUEST_HEAD_BYTES`].
+struct HeadBuffer {
+    bytes: [u8; MAX_REQUEST_HEAD_BYTES],
+    filled: usize,
+}
+
+impl HeadBuffer {
+    fn new() -> Self {
+        Self {
+            bytes: [0; MAX_REQUEST_HEAD_BYTES],
+            filled: 0,
         }
-        let read = match timeout_at(deadline, stream.read(&mut buffer[filled..])).await {
-            Err(_elapsed) => return Head::TimedOut,
-            Ok(Err(_error)) => return Head::Broken,
-            Ok(Ok(read)) => read,
-        };
+    }
+
+    /// Where the next read goes.
+    fn spare(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.filled..]
+    }
+
+    /// `read` more bytes arrived in [`Self::spare`] (0: the stream ended):
+    /// the head once it is complete or can never be, `None` while more is
+    /// needed.
+    fn received(&mut self, read: usize) -> Option<Head> {
         if read == 0 {
-            return Head::Bad { unread: false };
+            return Some(Head::Bad { unread: false });
         }
-        filled += read;
+        self.filled += read;
+        let filled = self.filled;
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
-        match request.parse(&buffer[..filled]) {
-            Ok(httparse::Status::Partial) => {}
+        match request.parse(&self.bytes[..filled]) {
+            Ok(httparse::Status::Partial) if filled == self.bytes.len() => Some(Head::Oversized),
+            Ok(httparse::Status::Partial) => None,
             Ok(httparse::Status::Complete(head_len)) if head_len >= MAX_REQUEST_HEAD_BYTES => {
-                return Head::Oversized;
+                Some(Head::Oversized)
             }
             Ok(httparse::Status::Complete(head_len)) => {
                 let announces_body = request.headers.iter().any(|header| {
@@ -513,15 +760,36 @@ async fn read_head(stream: &mut TcpStream) -> Head {
                         && header.value.iter().any(|byte| (b'1'..=b'9').contains(byte)))
                         || header.name.eq_ignore_ascii_case("transfer-encoding")
                 });
-                return Head::Request {
+                Some(Head::Request {
                     method: request.method.unwrap_or_default().to_owned(),
                     path: request.path.unwrap_or_default().to_owned(),
                     unread: announces_body || head_len < filled,
                     caller: Caller::of(request.headers),
-                };
+                })
             }
-            Err(httparse::Error::TooManyHeaders) => return Head::TooManyFields,
-            Err(_malformed) => return Head::Bad { unread: true },
+            Err(httparse::Error::TooManyHeaders) => Some(Head::TooManyFields),
+            Err(_malformed) => Some(Head::Bad { unread: true }),
+        }
+    }
+}
+
+/// Reads until a complete head, an error, the size limit, or
+/// [`PROBE_IO_TIMEOUT`] after the call: one deadline for the whole head, so
+/// a client dripping a byte at a time cannot hold a connection slot longer.
+/// `head` holds what was read before (a head still partial).
+async fn read_head(stream: &mut TcpStream, mut head: HeadBuffer, slot: &Slot) -> Head {
+    let deadline = Instant::now() + PROBE_IO_TIMEOUT;
+    loop {
+        let read = match timeout_at(deadline, stream.read(head.spare())).await {
+            Err(_elapsed) => return Head::TimedOut,
+            Ok(Err(_error)) => return Head::Broken,
+            Ok(Ok(read)) => read,
+        };
+        if read > 0 {
+            slot.input();
+        }
+        if let Some(parsed) = head.received(read) {
+            return parsed;
         }
     }
 }

@@ -75,7 +75,7 @@ impl ServiceLifecycle {
         self.record_shutdown_label();
         #[cfg(feature = "probes")]
         let listener = match self.inner.config.probe_bind_addr {
-            Some(address) => match tokio::net::TcpListener::bind(address).await {
+            Some(address) => match super::probe::bind_listener(address) {
                 Ok(listener) => Some(listener),
                 Err(error) => {
                     let _ = group.shutdown(Duration::from_secs(1)).await;

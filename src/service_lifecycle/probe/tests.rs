@@ -574,10 +574,11 @@ async fn saturate(server: &Server) -> Vec<TcpStream> {
     idle
 }
 
-/// 64 idle connections hold every slot: a 65th client's `/livez` is still
-/// answered at once (paused time: no I/O timeout elapses), because the
-/// oldest connection without a complete head is closed to make room. The
-/// server never runs more than 64 connection tasks.
+/// 64 idle connections hold every slot: a 65th client's `/livez`, whose
+/// head arrived with its connection, is answered at once by the accept
+/// loop (invariant 5; paused time: no I/O timeout elapses) and takes no
+/// slot, so no idle client is closed for it. The server never runs more
+/// than 64 connection tasks.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_probe_is_answered_at_once_while_idle_clients_hold_every_slot() {
     let server = Server::start_default().await;
@@ -592,24 +593,107 @@ async fn a_probe_is_answered_at_once_while_idle_clients_hold_every_slot() {
         .await
         .expect(200, "live", ServiceLifecycleState::Starting);
     assert_eq!(started.elapsed(), Duration::ZERO, "no timeout was needed");
-    assert!(server.group.task_count() <= LIMIT);
-    // The oldest idle client was the one closed (end of stream, no
-    // answer); the newest are still open.
+    assert_eq!(server.group.task_count(), LIMIT, "the probe took no slot");
     let mut byte = [0_u8; 1];
-    assert_eq!(idle[0].read(&mut byte).await.expect("closed"), 0);
-    assert!(
-        timeout(Duration::from_millis(100), idle[LIMIT - 1].read(&mut byte))
-            .await
-            .is_err(),
-        "the newest idle client is still open"
-    );
+    for client in [0, LIMIT - 1] {
+        assert!(
+            timeout(Duration::from_millis(1), idle[client].read(&mut byte))
+                .await
+                .is_err(),
+            "idle client {client} is still open"
+        );
+    }
     idle.clear();
     server.stop().await;
 }
 
+/// A client whose head has not arrived waits for a slot in its own task;
+/// it makes room by closing the connection silent longest (the earliest
+/// accepted among equals), never one that sent a byte more recently, and
+/// its head is then answered (invariant 2).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_client_waiting_for_a_slot_closes_the_connection_silent_longest() {
+    let server = Server::start_default().await;
+    let mut idle = saturate(&server).await;
+    tokio::time::advance(Duration::from_millis(30)).await;
+    // The oldest client speaks: it is no longer the longest silent, though
+    // silent long enough to be evicted when the late client comes.
+    idle[0].write_all(b"GET /li").await.expect("partial head");
+    for _ in 0..1_000 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::advance(Duration::from_millis(30)).await;
+    let mut late = TcpStream::connect(server.addr).await.expect("connect 65th");
+    let mut byte = [0_u8; 1];
+    let closed = timeout(TEST_WAIT, idle[1].read(&mut byte))
+        .await
+        .expect("the longest silent client is closed");
+    assert_eq!(
+        closed.expect("end of stream"),
+        0,
+        "closed without an answer"
+    );
+    assert!(
+        timeout(Duration::from_millis(1), idle[0].read(&mut byte))
+            .await
+            .is_err(),
+        "the client that spoke is still open"
+    );
+    late.write_all(b"GET /livez HTTP/1.1\r\n\r\n")
+        .await
+        .expect("write");
+    read_reply(&mut late)
+        .await
+        .expect(200, "live", ServiceLifecycleState::Starting);
+    idle.clear();
+    server.stop().await;
+}
+
+/// A connection silent for less than `EVICTION_MIN_SILENCE` is never
+/// evicted (a probe between its connect and its write); once silent that
+/// long it is, the earliest accepted first (invariant 2).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn only_connections_silent_for_the_minimum_are_evicted() {
+    let slots = std::sync::Arc::new(super::Slots::default());
+    let open: Vec<_> = (0..2).map(|_| slots.open()).collect();
+    for slot in &open {
+        slot.state
+            .polled
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+    assert!(!slots.evict_longest_silent(), "silent for 0 ms");
+    tokio::time::advance(super::EVICTION_MIN_SILENCE - Duration::from_millis(1)).await;
+    assert!(
+        !slots.evict_longest_silent(),
+        "silent just under the minimum"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    open[0].input();
+    assert!(slots.evict_longest_silent(), "the other one qualifies");
+    assert!(open[1].evicted.is_cancelled());
+    assert!(!open[0].evicted.is_cancelled(), "it just sent a byte");
+    assert!(!slots.evict_longest_silent(), "nobody else qualifies");
+    // Both qualify: the one silent longest goes, not the earliest accepted.
+    let later = slots.open();
+    later
+        .state
+        .polled
+        .store(true, std::sync::atomic::Ordering::Release);
+    tokio::time::advance(super::EVICTION_MIN_SILENCE).await;
+    open[0].input();
+    tokio::time::advance(super::EVICTION_MIN_SILENCE).await;
+    assert!(slots.evict_longest_silent());
+    assert!(later.evicted.is_cancelled(), "silent longest");
+    assert!(
+        !open[0].evicted.is_cancelled(),
+        "accepted earlier, spoke later"
+    );
+}
+
 /// Clients that send their heads are answered while others stay idle, and
-/// 100 more idle clients on top of a full server neither delay a probe nor
-/// raise the number of connection tasks above 64 (paused time).
+/// 100 more idle clients on top of a full server delay a probe by at most
+/// the eviction's minimum silence and never raise the number of
+/// connection tasks above 64 plus the waiting room (paused time).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_probe_is_answered_while_a_hundred_more_idle_clients_connect() {
     let server = Server::start_default().await;
@@ -634,8 +718,10 @@ async fn a_probe_is_answered_while_a_hundred_more_idle_clients_connect() {
     }
     let reply = server.call("GET", "/livez").await;
     reply.expect(200, "live", ServiceLifecycleState::Starting);
-    assert_eq!(started.elapsed(), Duration::ZERO);
-    assert!(server.group.task_count() <= LIMIT);
+    // The idle clients beyond the slots and the waiting room hold the
+    // accept loop until one connection has been silent for the minimum.
+    assert!(started.elapsed() <= super::EVICTION_MIN_SILENCE);
+    assert!(server.group.task_count() <= LIMIT + super::waiting_room(LIMIT));
     drop((idle, more));
     server.stop().await;
 }

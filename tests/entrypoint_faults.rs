@@ -704,16 +704,14 @@ fn closed_stderr_and_full_stdout_never_panic() {
 }
 
 /// Spawns the example with `--data-dir dir` from a thread whose signal
-/// mask blocks SIGTERM when `blocked` (the child inherits the mask across
-/// `exec`, so a SIGTERM sent before its `main` stays pending).
-fn spawn_with_sigterm(dir: &Path, blocked: bool) -> Child {
+/// mask blocks SIGTERM, as a launcher would (the child inherits the mask
+/// across `exec`, so a SIGTERM sent before its `main` stays pending).
+fn spawn_with_sigterm_blocked(dir: &Path) -> Child {
     let dir = dir.to_path_buf();
     std::thread::spawn(move || {
-        if blocked {
-            let mut set = nix::sys::signal::SigSet::empty();
-            set.add(SIGTERM);
-            set.thread_block().expect("block SIGTERM in this thread");
-        }
+        let mut set = nix::sys::signal::SigSet::empty();
+        set.add(SIGTERM);
+        set.thread_block().expect("block SIGTERM in this thread");
         Command::new(example_binary())
             .arg("--data-dir")
             .arg(dir)
@@ -729,8 +727,8 @@ fn spawn_with_sigterm(dir: &Path, blocked: bool) -> Child {
 
 /// Sends SIGTERM `delay` after the spawn returned (after `exec`) and
 /// expects a graceful shutdown with reason `signal`.
-fn sigterm_after(dir: &Path, delay: Duration, blocked: bool) {
-    let child = spawn_with_sigterm(dir, blocked);
+fn sigterm_after(dir: &Path, delay: Duration) {
+    let child = spawn_with_sigterm_blocked(dir);
     let _guard = hang_guard(child.id());
     #[allow(
         clippy::disallowed_methods,
@@ -768,7 +766,7 @@ fn stops_gracefully_on_sigterm(mut child: Child, case: &str) {
 fn a_sigterm_right_after_exec_is_a_graceful_shutdown() {
     let dir = tempfile::tempdir().expect("tempdir");
     for delay_ms in 0..=5 {
-        sigterm_after(dir.path(), Duration::from_millis(delay_ms), true);
+        sigterm_after(dir.path(), Duration::from_millis(delay_ms));
     }
 }
 

@@ -11,6 +11,13 @@
 //! 2. Later failures are counted but never replace the pending one.
 //! 3. Subscribers whose channel is full lose only the notification, never the
 //!    record.
+//! 4. A panic's message (bounded and escaped, as in the shutdown report's
+//!    supervised services) is kept with its failure for the last
+//!    [`CriticalFailureState::MESSAGES_KEPT`] failures that had one
+//!    ([`CriticalFailureState::message`]) and is in the failure's log line.
+//! 5. Liveness reads the supervised critical services' progress through
+//!    the state ([`CriticalFailureState::stalled_services`]): a service past
+//!    its progress deadline is stalled until it records progress again.
 
 use std::fmt;
 use std::future::Future;
@@ -89,12 +96,22 @@ struct Record {
     pending: Option<CriticalFailure>,
     occurrences: u64,
     subscribers: Vec<mpsc::Sender<CriticalFailure>>,
+    /// The messages of the last failures that had one, by sequence.
+    messages: std::collections::VecDeque<(u64, String)>,
+}
+
+/// A supervised critical service's progress, as liveness reads it.
+pub(crate) trait StallWatch: fmt::Debug + Send + Sync {
+    /// The service's name when a run is past its progress deadline.
+    fn stalled(&self) -> Option<TaskName>;
 }
 
 #[derive(Debug, Default)]
 struct StateInner {
     record: Mutex<Record>,
     recorded: Notify,
+    /// Supervised critical services with a progress deadline.
+    stall_watches: Mutex<Vec<std::sync::Weak<dyn StallWatch>>>,
 }
 
 /// The failure record shared by critical tasks and their monitors; clones
@@ -133,8 +150,21 @@ impl CriticalFailureState {
         Self::default()
     }
 
+    /// Failures whose messages are kept (module invariant 4).
+    pub const MESSAGES_KEPT: usize = 16;
+
     /// Records a failure; the first unhandled one stays pending.
     pub fn record(&self, kind: CriticalFailureKind, task_kind: TaskKind) -> CriticalFailure {
+        self.record_with_message(kind, task_kind, None)
+    }
+
+    /// Records a failure with its (bounded, escaped) message.
+    pub(crate) fn record_with_message(
+        &self,
+        kind: CriticalFailureKind,
+        task_kind: TaskKind,
+        message: Option<String>,
+    ) -> CriticalFailure {
         let mut record = self.inner.record.lock();
         record.occurrences += 1;
         let failure = CriticalFailure {
@@ -145,6 +175,14 @@ impl CriticalFailureState {
         };
         if record.pending.is_none() {
             record.pending = Some(failure);
+        }
+        if let Some(message) = &message {
+            if record.messages.len() == Self::MESSAGES_KEPT {
+                record.messages.pop_front();
+            }
+            record
+                .messages
+                .push_back((failure.sequence, message.clone()));
         }
         record.subscribers.retain(|subscriber| {
             !matches!(
@@ -157,10 +195,43 @@ impl CriticalFailureState {
             kind = kind.as_str(),
             task_kind = task_kind.as_str(),
             sequence = failure.sequence,
+            message = message.as_deref().unwrap_or(""),
             "critical task failure"
         );
         self.inner.recorded.notify_waiters();
         failure
+    }
+
+    /// The message recorded with `failure` (a panic's message, bounded and
+    /// escaped), while it is among the last [`MESSAGES_KEPT`](Self::MESSAGES_KEPT)
+    /// failures that had one.
+    pub fn message(&self, failure: &CriticalFailure) -> Option<String> {
+        self.inner
+            .record
+            .lock()
+            .messages
+            .iter()
+            .find(|(sequence, _)| *sequence == failure.sequence)
+            .map(|(_, message)| message.clone())
+    }
+
+    /// Lets liveness read a supervised critical service's progress.
+    pub(crate) fn watch_stalls(&self, watch: std::sync::Weak<dyn StallWatch>) {
+        let mut watches = self.inner.stall_watches.lock();
+        watches.retain(|watch| watch.strong_count() > 0);
+        watches.push(watch);
+    }
+
+    /// The supervised critical services of this state whose run is past its
+    /// progress deadline right now (module invariant 5).
+    pub fn stalled_services(&self) -> Vec<TaskName> {
+        self.inner
+            .stall_watches
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter_map(|watch| watch.stalled())
+            .collect()
     }
 
     /// The pending failure, without taking it.
@@ -225,12 +296,26 @@ pin_project! {
             if this.future.is_some() {
                 let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
                 if let Err(payload) = destroyed {
-                    this.state.record(CriticalFailureKind::Panicked, *this.task_kind);
+                    record_panic(this.state, *this.task_kind, payload.as_ref());
                     resume_unwind(payload);
                 }
             }
         }
     }
+}
+
+/// Records a critical task's panic with its message (cold: a panic).
+#[cold]
+fn record_panic(
+    state: &CriticalFailureState,
+    task_kind: TaskKind,
+    payload: &(dyn std::any::Any + Send),
+) {
+    state.record_with_message(
+        CriticalFailureKind::Panicked,
+        task_kind,
+        Some(crate::shutdown_report::panic_message(payload)),
+    );
 }
 
 /// A critical task settles as `Failed` when it is a service that returned
@@ -252,8 +337,7 @@ where
             Ok(Poll::Ready(())) => {
                 let destroyed = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
                 if let Err(payload) = destroyed {
-                    this.state
-                        .record(CriticalFailureKind::Panicked, *this.task_kind);
+                    record_panic(this.state, *this.task_kind, payload.as_ref());
                     resume_unwind(payload);
                 }
                 if this
@@ -269,8 +353,7 @@ where
             }
             Err(payload) => {
                 let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-                this.state
-                    .record(CriticalFailureKind::Panicked, *this.task_kind);
+                record_panic(this.state, *this.task_kind, payload.as_ref());
                 resume_unwind(payload)
             }
         }

@@ -24,7 +24,13 @@
 //! 1. Sanitization: a view carries no runtime id, task id, group id, task or
 //!    group name, lane or executor name, argument, path or configuration
 //!    text. Its strings are the schema version, the timestamp and fixed
-//!    wire labels; everything else is a count, a bound or a duration.
+//!    wire labels; everything else is a count, a bound or a duration. One
+//!    exception, in V2 only: the supervised services section names each
+//!    supervised service (a name the application declared for a long-lived
+//!    service, as it names a queue for `/metrics`) with its last failure's
+//!    message, bounded and escaped (`shutdown_report/services.rs`); an
+//!    application that must not show them keeps those services
+//!    unsupervised or the view private.
 //! 2. Lane summaries are keyed by the snapshot's typed
 //!    [`BlockingLane`](crate::BlockingLane), never by position in the input,
 //!    and come out in [`BlockingLane::ALL`](crate::BlockingLane::ALL) order;

@@ -75,6 +75,7 @@ mod shutdown_deadline;
 mod shutdown_report;
 #[cfg(not(loom))]
 pub mod signal;
+mod supervised;
 pub mod task;
 mod task_group;
 mod task_identity;
@@ -174,9 +175,10 @@ pub use service_lifecycle::{
 pub use shutdown_deadline::ShutdownDeadline;
 pub use shutdown_report::{
     BlockingExecutorSnapshot, BlockingKind, BlockingLane, BlockingTaskId, BlockingTaskSnapshot,
-    BlockingTaskState, ReleasedGroup, ShutdownAnnotation, ShutdownReport, ShutdownReportDisplay,
-    TaskFailure, TaskFailureKind, TaskSnapshot,
+    BlockingTaskState, ReleasedGroup, ServiceFailureKind, ShutdownAnnotation, ShutdownReport,
+    ShutdownReportDisplay, SupervisedServiceReport, TaskFailure, TaskFailureKind, TaskSnapshot,
 };
+pub use supervised::{ServiceRestartPolicy, ServiceRun};
 pub use task_group::TaskGroup;
 pub use task_identity::{
     TaskGroupEventCounts, TaskGroupId, TaskGroupLifecycleState, TaskId, TaskKind, TaskName,

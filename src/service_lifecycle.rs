@@ -117,6 +117,9 @@ struct LifecycleInner {
     metrics: OnceLock<metrics::MetricsSource>,
     /// The secret `/drainz` requires (`with_drain_token`), if any.
     drain_token: Mutex<Option<Arc<[u8]>>>,
+    /// The failure states a critical-failure monitor watches: liveness
+    /// reads their supervised services' stalls.
+    critical_states: Mutex<Vec<crate::critical::CriticalFailureState>>,
 }
 
 /// Readiness, liveness and the shutdown request of one service.
@@ -186,6 +189,7 @@ impl ServiceLifecycle {
                 #[cfg(all(not(loom), feature = "metrics"))]
                 metrics: OnceLock::new(),
                 drain_token: Mutex::new(None),
+                critical_states: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -367,14 +371,25 @@ impl ServiceLifecycle {
             && state.dependencies_ready()
     }
 
-    /// Not `Stopped`/`Failed`, and progress recorded within
-    /// `liveness_stale_after` (readiness and dependencies do not matter).
+    /// Not `Stopped`/`Failed`, progress recorded within
+    /// `liveness_stale_after`, and no supervised critical service of a
+    /// watched failure state stalled past its progress deadline
+    /// ([`spawn_critical_failure_monitor`](Self::spawn_critical_failure_monitor);
+    /// readiness and dependencies do not matter).
     pub fn is_live(&self) -> bool {
-        let state = self.inner.state.lock();
-        !matches!(
-            state.state,
-            ServiceLifecycleState::Stopped | ServiceLifecycleState::Failed
-        ) && state.progress.elapsed() <= self.inner.config.liveness_stale_after
+        let live = {
+            let state = self.inner.state.lock();
+            !matches!(
+                state.state,
+                ServiceLifecycleState::Stopped | ServiceLifecycleState::Failed
+            ) && state.progress.elapsed() <= self.inner.config.liveness_stale_after
+        };
+        live && self
+            .inner
+            .critical_states
+            .lock()
+            .iter()
+            .all(|state| state.stalled_services().is_empty())
     }
 
     /// Records progress (keeps the service live).
@@ -607,7 +622,9 @@ impl ServiceLifecycle {
     }
 
     /// Spawns the monitor (`service-lifecycle.critical-failures`) that
-    /// handles every failure recorded in `state` with `recovery`.
+    /// handles every failure recorded in `state` with `recovery`. From
+    /// then on a supervised critical service of `state` that is stalled
+    /// past its progress deadline makes [`is_live`](Self::is_live) false.
     ///
     /// # Errors
     ///
@@ -619,6 +636,7 @@ impl ServiceLifecycle {
         recovery: CriticalFailureRecovery,
     ) -> RuntimeResult<crate::task_identity::TaskId> {
         let lifecycle = self.clone();
+        self.inner.critical_states.lock().push(state.clone());
         state.spawn_monitor(
             spawner,
             "service-lifecycle.critical-failures",

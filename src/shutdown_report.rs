@@ -28,6 +28,7 @@ mod blocking;
 mod depth;
 mod json;
 mod released;
+mod services;
 mod summary;
 
 pub use blocking::{
@@ -36,6 +37,8 @@ pub use blocking::{
 };
 pub(crate) use released::{push_failure, ReleasedGroups};
 pub use released::{ReleasedGroup, TaskFailure, TaskFailureKind};
+pub(crate) use services::{bounded_message, panic_message};
+pub use services::{ServiceFailureKind, SupervisedServiceReport};
 pub use summary::ShutdownReportDisplay;
 
 use crate::task_identity::{
@@ -219,6 +222,15 @@ pub struct ShutdownReport {
     /// (beyond [`ReleasedGroup::LIMIT`] names). Omitted from JSON when
     /// zero.
     pub released_omitted: usize,
+    /// The supervised services of this report's subtree (on the report's
+    /// top node only), by name: runs, restarts, the last failure, whether
+    /// one gave up (which makes the report unhealthy) or is stalled. At
+    /// most [`SupervisedServiceReport::LIMIT`] entries. Omitted from JSON
+    /// when empty.
+    pub services: Vec<SupervisedServiceReport>,
+    /// Supervised services beyond those listed in `services`. Omitted from
+    /// JSON when zero.
+    pub services_omitted: usize,
 }
 
 impl ShutdownReport {
@@ -263,6 +275,8 @@ impl ShutdownReport {
             failures_omitted: 0,
             released: Vec::new(),
             released_omitted: 0,
+            services: Vec::new(),
+            services_omitted: 0,
         }
     }
 
@@ -367,6 +381,10 @@ impl ShutdownReport {
             && self.timed_out == 0
             && self.blocking_still_running == 0
             && self.released.iter().all(ReleasedGroup::is_healthy)
+            && self
+                .services
+                .iter()
+                .all(SupervisedServiceReport::is_healthy)
     }
 
     /// A copy of this node without its children (with room for them).
@@ -395,6 +413,8 @@ impl ShutdownReport {
             failures_omitted: self.failures_omitted,
             released: self.released.clone(),
             released_omitted: self.released_omitted,
+            services: self.services.clone(),
+            services_omitted: self.services_omitted,
         }
     }
 }

@@ -112,6 +112,18 @@ pub(crate) trait BlockingEvidence: fmt::Debug + Send + Sync {
     fn snapshot(&self) -> BlockingExecutorSnapshot;
 }
 
+/// What the task tree needs of a supervised service to keep its evidence
+/// (`shutdown_report/services.rs`, invariant 1) and to stop its restarts:
+/// the supervisor implements it, so the tree needs nothing from it.
+pub(crate) trait ServiceEvidence: fmt::Debug + Send + Sync {
+    /// The service's evidence now.
+    fn evidence(&self) -> crate::shutdown_report::SupervisedServiceReport;
+    /// Whether the service runs in `group` or below it.
+    fn runs_within(&self, group: TaskGroupId) -> bool;
+    /// No run starts after this returns (the group is shutting down).
+    fn close(&self);
+}
+
 /// State shared by every group of one ownership tree (one owner or harness).
 #[derive(Debug)]
 pub(crate) struct TreeShared {
@@ -125,6 +137,9 @@ pub(crate) struct TreeShared {
     /// Why the service owning this tree stopped (first recorded wins);
     /// copied into the tree owner's shutdown report.
     shutdown_reason: OnceLock<&'static str>,
+    /// The supervised services spawned in this tree, kept to the tree's
+    /// end (their evidence outlives their groups).
+    services: Mutex<Vec<Arc<dyn ServiceEvidence>>>,
 }
 
 impl TreeShared {
@@ -136,7 +151,52 @@ impl TreeShared {
             closed_component_logged: AtomicBool::new(false),
             blocking: Mutex::new(Vec::new()),
             shutdown_reason: OnceLock::new(),
+            services: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Keeps a supervised service's evidence to the tree's end.
+    pub(crate) fn register_service(&self, service: Arc<dyn ServiceEvidence>) {
+        self.services.lock().push(service);
+    }
+
+    /// The supervised services running in `group` or below it.
+    fn services_within(&self, group: TaskGroupId) -> Vec<Arc<dyn ServiceEvidence>> {
+        self.services
+            .lock()
+            .iter()
+            .filter(|service| service.runs_within(group))
+            .cloned()
+            .collect()
+    }
+
+    /// Stops the restarts of the services in `group` or below it.
+    pub(crate) fn close_services_within(&self, group: TaskGroupId) {
+        for service in self.services_within(group) {
+            service.close();
+        }
+    }
+
+    /// The evidence of the services in `group`'s subtree (at most
+    /// `SupervisedServiceReport::LIMIT`) and how many more there are.
+    pub(crate) fn services_evidence(
+        &self,
+        group: TaskGroupId,
+    ) -> (Vec<crate::shutdown_report::SupervisedServiceReport>, usize) {
+        let services = self.services_within(group);
+        let limit = crate::shutdown_report::SupervisedServiceReport::LIMIT;
+        let omitted = services.len().saturating_sub(limit);
+        let listed = services
+            .iter()
+            .take(limit)
+            .map(|service| service.evidence())
+            .collect();
+        (listed, omitted)
+    }
+
+    /// Puts the evidence of the services in `group`'s subtree on `report`.
+    pub(crate) fn merge_services(&self, group: TaskGroupId, report: &mut ShutdownReport) {
+        (report.services, report.services_omitted) = self.services_evidence(group);
     }
 
     /// Records why the service stopped; the first reason stays.
@@ -450,6 +510,25 @@ impl TaskGroup {
         self.inner.parent.as_ref().map(|parent| parent.id)
     }
 
+    /// The evidence of the supervised services in this group's subtree (at
+    /// most `SupervisedServiceReport::LIMIT`) and how many more there are.
+    pub(crate) fn supervised_services(
+        &self,
+    ) -> (Vec<crate::shutdown_report::SupervisedServiceReport>, usize) {
+        self.inner.tree.services_evidence(self.inner.id)
+    }
+
+    /// This group's id and its ancestors' ids, nearest first.
+    pub(crate) fn ancestry(&self) -> Vec<TaskGroupId> {
+        let mut ids = vec![self.inner.id];
+        let mut group = self.inner.parent.clone();
+        while let Some(parent) = group {
+            ids.push(parent.id);
+            group = parent.parent.clone();
+        }
+        ids
+    }
+
     /// The top of this group's tree (the owner's root for a component).
     #[cfg_attr(
         not(feature = "metrics"),
@@ -487,7 +566,6 @@ impl TaskGroup {
     }
 
     /// The state shared by the whole tree of this group.
-    #[cfg_attr(loom, allow(dead_code))] // used by `ServiceLifecycle::start`
     pub(crate) fn tree(&self) -> &Arc<TreeShared> {
         &self.inner.tree
     }

@@ -108,6 +108,27 @@ macro_rules! delegate_spawns {
         {
             self.$group.spawn_critical_service(name, state, future)
         }
+
+        /// See
+        /// [`TaskGroup::spawn_supervised_service`](crate::TaskGroup::spawn_supervised_service).
+        ///
+        /// # Errors
+        ///
+        /// As `TaskGroup::spawn_supervised_service`.
+        #[track_caller]
+        pub fn spawn_supervised_service<F, Fut, E>(
+            &self,
+            name: impl Into<crate::task_identity::TaskName>,
+            policy: crate::supervised::ServiceRestartPolicy,
+            factory: F,
+        ) -> crate::error::RuntimeResult<crate::task_identity::TaskId>
+        where
+            F: FnMut(crate::supervised::ServiceRun) -> Fut + Send + 'static,
+            Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+            E: std::fmt::Display + Send + 'static,
+        {
+            self.$group.spawn_supervised_service(name, policy, factory)
+        }
     };
 }
 pub(crate) use delegate_spawns;

@@ -16,7 +16,7 @@ use super::v1::{
 use crate::metadata_io::MetadataIoSnapshot;
 use crate::scheduled::ScheduledTaskSnapshot;
 use crate::shutdown_report::BlockingExecutorSnapshot;
-use crate::shutdown_report::ShutdownReport;
+use crate::shutdown_report::{ShutdownReport, SupervisedServiceReport};
 use crate::task_group::TaskGroup;
 
 /// Bounds of a V2 view, the long-running threshold and the budgets of its
@@ -198,6 +198,12 @@ pub struct RuntimeDiagnosticsViewV2 {
     /// Present only when a shutdown report was supplied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown: Option<RuntimeShutdownSectionV2>,
+    /// The supervised services of the viewed subtree, by name (the one
+    /// named section: module invariant 1), at most
+    /// [`SupervisedServiceReport::LIMIT`] (`truncated` when more). Omitted
+    /// from JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<SupervisedServiceReport>,
     /// The detail list: empty unless both `max_detail_entries` and
     /// `detail_scan_budget` are non-zero.
     pub details: Vec<RuntimeTaskDetailV2>,
@@ -273,6 +279,24 @@ impl RuntimeDiagnosticsViewV2 {
                     ", not accepting"
                 }
             );
+        }
+        for (index, service) in self.services.iter().enumerate() {
+            let separator = if index == 0 { "; services: " } else { ", " };
+            let _ = write!(
+                line,
+                "{separator}{} ({} restarts",
+                service.name, service.restarts
+            );
+            if let Some(kind) = service.last_failure {
+                let _ = write!(line, ", last failure {kind}");
+            }
+            if service.gave_up {
+                let _ = write!(line, ", gave up");
+            }
+            if service.stalled {
+                let _ = write!(line, ", stalled");
+            }
+            line.push(')');
         }
         for (index, detail) in self.details.iter().enumerate() {
             let separator = if index == 0 { "; oldest tasks: " } else { ", " };
@@ -412,8 +436,10 @@ pub(super) fn view(
         } else {
             (Vec::new(), 0)
         };
+    let (services, services_omitted) = group.supervised_services();
     let truncated = tasks.truncated
         || blocking.truncated
+        || services_omitted > 0
         || schedule.as_ref().is_some_and(|section| section.truncated)
         || metadata.as_ref().is_some_and(|section| section.truncated);
     RuntimeDiagnosticsViewV2 {
@@ -426,6 +452,7 @@ pub(super) fn view(
         schedule,
         metadata,
         shutdown,
+        services,
         details,
         detail_scan_budget: options.detail_scan_budget,
         details_scanned,

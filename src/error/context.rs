@@ -75,6 +75,10 @@ pub enum RuntimeErrorContext {
         /// The Cargo feature to enable (`probes`, ...).
         feature: &'static str,
     },
+    /// A value given in code broke a rule: the setting, what it accepts and
+    /// the rule's label (a `ServiceRestartPolicy` with its backoff out of
+    /// order, ...).
+    Setting(RuntimeContractPolicy),
 }
 
 impl fmt::Display for RuntimeErrorContext {
@@ -102,6 +106,12 @@ impl fmt::Display for RuntimeErrorContext {
                  {max_queue_depth} waiting): raise {setting}"
             ),
             Self::Remedy(remedy) => f.write_str(remedy),
+            Self::Setting(policy) => write!(
+                f,
+                "{}: expected {} ({policy})",
+                policy.subject(),
+                policy.requirement()
+            ),
             Self::FeatureDisabled { setting, feature } => write!(
                 f,
                 "{setting} needs the `{feature}` feature of rocketmq-runtime, \

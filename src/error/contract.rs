@@ -83,6 +83,16 @@ pub enum RuntimeContractPolicy {
     /// A component stops after siblings: every context passed to
     /// `component_after` must be a component of the same context.
     StopOrderAmongSiblings,
+    /// A restart backoff's minimum must be above zero and at most its
+    /// maximum.
+    RestartBackoffOrdered,
+    /// A restart jitter must be a fraction in `0.0..=1.0`.
+    RestartJitterFraction,
+    /// A restart window must be above zero.
+    RestartWindowPositive,
+    /// A progress deadline must be above zero, and restarting on a stall
+    /// needs one.
+    ProgressDeadlinePositive,
 }
 
 impl RuntimeContractPolicy {
@@ -127,6 +137,10 @@ impl RuntimeContractPolicy {
             Self::DrainTokenValid => "drain-token-valid",
             Self::ProcessMemoryLimitPositive => "process-memory-limit-positive",
             Self::StopOrderAmongSiblings => "stop-order-among-siblings",
+            Self::RestartBackoffOrdered => "restart-backoff-ordered",
+            Self::RestartJitterFraction => "restart-jitter-fraction",
+            Self::RestartWindowPositive => "restart-window-positive",
+            Self::ProgressDeadlinePositive => "progress-deadline-positive",
         }
     }
 
@@ -169,6 +183,10 @@ impl RuntimeContractPolicy {
             Self::DrainTokenValid => "ServiceLifecycle::with_drain_token",
             Self::ProcessMemoryLimitPositive => "ProcessMemoryLimit::detect",
             Self::StopOrderAmongSiblings => "component_after(scope, after)",
+            Self::RestartBackoffOrdered => "ServiceRestartPolicy::with_backoff",
+            Self::RestartJitterFraction => "ServiceRestartPolicy::with_jitter",
+            Self::RestartWindowPositive => "ServiceRestartPolicy::with_max_restarts",
+            Self::ProgressDeadlinePositive => "ServiceRestartPolicy::with_progress_deadline",
         }
     }
 
@@ -226,6 +244,12 @@ impl RuntimeContractPolicy {
             }
             Self::StopOrderAmongSiblings => {
                 "components of the context component_after is called on"
+            }
+            Self::RestartBackoffOrdered => "a minimum above zero and at most the maximum",
+            Self::RestartJitterFraction => "a fraction from 0.0 to 1.0",
+            Self::RestartWindowPositive => "a window above zero",
+            Self::ProgressDeadlinePositive => {
+                "a deadline above zero (restart_on_stall needs one)"
             }
         }
     }

@@ -311,6 +311,7 @@ impl fmt::Display for RuntimeError {
                 scope @ (RuntimeErrorContext::Scope { .. }
                 | RuntimeErrorContext::LaneFull { .. }
                 | RuntimeErrorContext::FeatureDisabled { .. }
+                | RuntimeErrorContext::Setting(_)
                 | RuntimeErrorContext::Remedy(_)),
             ) => write!(f, ": {scope}"),
             _ => Ok(()),

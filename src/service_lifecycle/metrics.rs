@@ -302,6 +302,51 @@ pub(crate) fn render(lifecycle: &ServiceLifecycle, source: &MetricsSource) -> St
         }
     }
 
+    // Supervised services, one series per service name (at most
+    // `SupervisedServiceReport::LIMIT`: the label set stays bounded).
+    let (services, services_omitted) = source.root.supervised_services();
+    if !services.is_empty() {
+        let restarts = Family::<Labels, Counter<u64>>::default();
+        registry.register(
+            "service_restarts",
+            "Runs of a supervised service started after a failure",
+            restarts.clone(),
+        );
+        let failures = Family::<Labels, Counter<u64>>::default();
+        registry.register(
+            "service_failures",
+            "Runs of a supervised service that panicked, returned an error or stalled",
+            failures.clone(),
+        );
+        let gave_up = family(
+            registry,
+            "service_gave_up",
+            "1 when a supervised service stopped restarting",
+        );
+        let stalled = family(
+            registry,
+            "service_stalled",
+            "1 when a supervised service's run is past its progress deadline",
+        );
+        for service in &services {
+            let labels = vec![("service", service.name.to_string())];
+            restarts.get_or_create(&labels).inc_by(service.restarts);
+            failures.get_or_create(&labels).inc_by(service.failures);
+            gave_up
+                .get_or_create(&labels)
+                .set(i64::from(service.gave_up));
+            stalled
+                .get_or_create(&labels)
+                .set(i64::from(service.stalled));
+        }
+        gauge(
+            registry,
+            "services_unlisted",
+            "Supervised services beyond the listed ones",
+            as_i64(services_omitted),
+        );
+    }
+
     // The application's own metrics, under its own names.
     if let Some(collect) = &source.collector {
         collect(&mut root);

@@ -24,8 +24,8 @@ use serde::{Serialize, Serializer};
 
 use super::released::events_are_zero;
 use super::{
-    depth, BlockingTaskSnapshot, ReleasedGroup, ShutdownAnnotation, ShutdownReport, TaskFailure,
-    TaskSnapshot,
+    depth, BlockingTaskSnapshot, ReleasedGroup, ShutdownAnnotation, ShutdownReport,
+    SupervisedServiceReport, TaskFailure, TaskSnapshot,
 };
 use crate::shutdown_deadline::serialize_duration_ms;
 use crate::task_identity::TaskGroupEventCounts;
@@ -69,6 +69,10 @@ struct Tail<'a> {
     released: &'a [ReleasedGroup],
     #[serde(skip_serializing_if = "is_zero")]
     released_omitted: usize,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    services: &'a [SupervisedServiceReport],
+    #[serde(skip_serializing_if = "is_zero")]
+    services_omitted: usize,
 }
 
 /// `serde` skip test for counters omitted when zero.
@@ -107,6 +111,8 @@ impl ShutdownReport {
             failures_omitted: self.failures_omitted,
             released: &self.released,
             released_omitted: self.released_omitted,
+            services: &self.services,
+            services_omitted: self.services_omitted,
         }
     }
 }

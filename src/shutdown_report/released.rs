@@ -42,6 +42,10 @@ pub struct TaskFailure {
     pub kind: TaskKind,
     /// How it failed.
     pub failure: TaskFailureKind,
+    /// A panic's message, bounded and escaped as a supervised service's
+    /// (`shutdown_report/services.rs`). Omitted from JSON when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl TaskFailure {

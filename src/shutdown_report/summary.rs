@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::{ReleasedGroup, ShutdownReport, TaskFailure, TaskFailureKind};
+use super::{ReleasedGroup, ShutdownReport, SupervisedServiceReport, TaskFailure, TaskFailureKind};
 
 /// The [`Display`](fmt::Display) wrapper of
 /// [`ShutdownReport::display`]: renders the report as
@@ -140,8 +140,45 @@ fn write_node(
     for released in &node.released {
         write_released(f, &indent, released)?;
     }
+    for service in &node.services {
+        write_service(f, &indent, service)?;
+    }
+    if node.services_omitted > 0 {
+        write!(
+            f,
+            "\n{indent}    and {} more supervised services",
+            node.services_omitted
+        )?;
+    }
     for annotation in &node.annotations {
         write!(f, "\n{indent}    note: {}", annotation.message)?;
+    }
+    Ok(())
+}
+
+/// `service: name (group): runs N, restarts N, last failure kind ("message"),
+/// gave up | stalled`.
+fn write_service(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    service: &SupervisedServiceReport,
+) -> fmt::Result {
+    write!(
+        f,
+        "\n{indent}    service: {} ({}): runs {}, restarts {}",
+        service.name, service.group, service.runs, service.restarts
+    )?;
+    if let Some(kind) = service.last_failure {
+        write!(f, ", last failure {kind}")?;
+        if let Some(message) = &service.last_message {
+            write!(f, " (\"{message}\")")?;
+        }
+    }
+    if service.gave_up {
+        write!(f, ", gave up [unhealthy]")?;
+    }
+    if service.stalled {
+        write!(f, ", stalled")?;
     }
     Ok(())
 }

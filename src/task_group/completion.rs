@@ -50,6 +50,7 @@ use pin_project_lite::pin_project;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::loom::Arc;
+use crate::shutdown_report::panic_message;
 use crate::task_group::gate::SHARDS;
 use crate::task_group::registry::{SeqCheck, MAX_SLOTS};
 use crate::task_group::GroupInner;
@@ -87,6 +88,10 @@ pub(crate) trait Settle {
     /// Called after every poll that returned `Pending` (a task that
     /// completes in its first poll never calls it).
     fn on_pending(&mut self) {}
+
+    /// Called with a panic's message (bounded, escaped) right before
+    /// `finish(Ending::Panicked)`.
+    fn on_panic(&self, _message: String) {}
 }
 
 /// A future run inside [`Tracked`]: polled with a reference to its own
@@ -135,6 +140,11 @@ impl Settlement {
 impl Settle for Settlement {
     type Output = TaskEnd;
 
+    fn on_panic(&self, message: String) {
+        let Ticket { slot, check } = self.ticket;
+        self.group.gate.note_panic(slot & SLOT_MASK, check, message);
+    }
+
     fn finish(self, ending: Ending<TaskEnd>) {
         let result = ending.resolve(TaskEnd::Panicked, TaskEnd::Aborted);
         let Ticket { slot, check } = self.ticket;
@@ -170,6 +180,7 @@ pin_project! {
                 match catch_unwind(AssertUnwindSafe(|| this.future.set(None))) {
                     Ok(()) => settlement.finish(Ending::Aborted),
                     Err(payload) => {
+                        settlement.on_panic(panic_message(payload.as_ref()));
                         settlement.finish(Ending::Panicked);
                         if !std::thread::panicking() {
                             resume_unwind(payload);
@@ -223,6 +234,9 @@ where
             (_, destroyed) => (Ending::Panicked, payload.or(destroyed.err())),
         };
         if let Some(settlement) = this.settlement.take() {
+            if let Some(payload) = &payload {
+                settlement.on_panic(panic_message(payload.as_ref()));
+            }
             settlement.finish(ending);
         }
         if let Some(payload) = payload {

@@ -261,6 +261,7 @@ impl<H: AbortTarget, C> Gate<H, C> {
                         counters: SettleCounters::default(),
                         failures: Vec::new(),
                         failures_omitted: 0,
+                        panic_messages: Vec::new(),
                     }),
                 },
                 settle: SettleSide {
@@ -467,6 +468,19 @@ impl<H: AbortTarget, C> Gate<H, C> {
     /// its result to the shard's pending settlements and raises the settled
     /// count. Poisons the group if it panicked while open. Applies the
     /// pending settlements when a batch filled or the shard went idle.
+    /// Keeps a panicked task's message until its settlement is applied
+    /// (then it joins the task's named failure). Cold: a panic.
+    #[cold]
+    pub(crate) fn note_panic(&self, slot: u32, check: SeqCheck, message: String) {
+        let (local, shard) = unpack(slot);
+        self.shards[shard]
+            .reg
+            .state
+            .lock()
+            .panic_messages
+            .push((local, check, message));
+    }
+
     pub(crate) fn settle(&self, slot: u32, check: SeqCheck, result: TaskEnd) -> SettleEffect {
         let (local, shard) = unpack(slot);
         let home = &self.shards[shard];

@@ -400,6 +400,8 @@ fn close_subtree(root: &Arc<GroupInner>, defer_ordered: bool) -> Closed {
             }
         }
     }
+    // No supervised service of the subtree restarts from here on.
+    root.tree.close_services_within(root.id);
     root.token.cancel();
     // An ordered group's token is its own: cancelled with its subtree
     // (only when not deferred).
@@ -418,6 +420,9 @@ fn cache_report(root: &Arc<GroupInner>, started: Instant) -> ShutdownReport {
     root.report
         .get_or_init(|| {
             let mut report = build_report(&settlement);
+            // The report's top node carries the evidence of the supervised
+            // services of its subtree, dropped groups' included.
+            root.tree.merge_services(root.id, &mut report);
             // The tree owner's report carries the blocking evidence of the
             // managed lanes and every isolated executor of the tree.
             if root.tree_root {

@@ -168,6 +168,9 @@ pub(super) struct ShardState<H> {
     pub(super) failures: Vec<TaskFailure>,
     /// Failed tasks of this shard beyond `failures`.
     pub(super) failures_omitted: usize,
+    /// Messages of panicked tasks whose settlement is not applied yet, by
+    /// record (empty unless a task panicked).
+    pub(super) panic_messages: Vec<(u32, SeqCheck, String)>,
 }
 
 impl<H> Shard<H> {
@@ -265,6 +268,11 @@ impl<H> ShardState<H> {
     /// Keeps the name of a task that panicked or failed (before its
     /// record is removed), bounded by [`TaskFailure::LIMIT`].
     fn record_failure(&mut self, settled: PendingSettle, failure: TaskFailureKind) {
+        let message = self
+            .panic_messages
+            .iter()
+            .position(|(local, check, _)| (*local, *check) == (settled.local, settled.check))
+            .map(|index| self.panic_messages.swap_remove(index).2);
         if self.failures.len() >= TaskFailure::LIMIT {
             self.failures_omitted += 1;
             return;
@@ -274,6 +282,7 @@ impl<H> ShardState<H> {
                 name: info.name.clone(),
                 kind: info.kind,
                 failure,
+                message,
             };
             push_failure(&mut self.failures, &mut self.failures_omitted, failure);
         }

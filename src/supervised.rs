@@ -665,3 +665,87 @@ impl TaskGroup {
         Ok(id)
     }
 }
+
+/// The loom model of a restart racing the group's shutdown, on the real
+/// state machine ([`Supervision`]): `RUSTFLAGS="--cfg loom"
+/// LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib loom_a_restart`.
+#[cfg(all(test, loom))]
+mod loom_restart {
+    use super::*;
+
+    fn supervision() -> Arc<Supervision> {
+        Arc::new(Supervision::new(
+            TaskName::from("service"),
+            String::from("group"),
+            Box::new([]),
+            None,
+        ))
+    }
+
+    /// A run fails and its supervisor decides and begins a restart while
+    /// the group's shutdown closes the service: a restart either began
+    /// before the close (and the evidence read after the close shows it)
+    /// or never begins; the failure is in the evidence whatever the order.
+    #[test]
+    fn loom_a_restart_racing_shutdown_never_runs_after_the_close_nor_loses_the_failure() {
+        loom::model(|| {
+            let service = supervision();
+            assert_eq!(service.begin_run(), Some(0));
+            let supervisor = {
+                let service = Arc::clone(&service);
+                loom::thread::spawn(move || {
+                    let policy = ServiceRestartPolicy::new().with_jitter(0.0);
+                    match service.run_failed(
+                        ServiceFailureKind::Panic,
+                        String::from("boom"),
+                        &policy,
+                        0,
+                    ) {
+                        Next::Restart(_) => service.begin_run().is_some(),
+                        Next::GiveUp | Next::Stop => false,
+                    }
+                })
+            };
+            service.close_runs();
+            let at_close = service.report();
+            let restarted = supervisor.join().expect("supervisor");
+            let end = service.report();
+            assert_eq!(end.runs, at_close.runs, "a run began after the close");
+            assert_eq!(end.runs, if restarted { 2 } else { 1 });
+            assert_eq!(end.restarts, u64::from(restarted));
+            assert_eq!(end.failures, 1, "the failure is kept");
+            assert_eq!(end.last_failure, Some(ServiceFailureKind::Panic));
+            assert_eq!(end.last_message.as_deref(), Some("boom"));
+            assert_eq!(service.begin_run(), None, "closed for good");
+        });
+    }
+
+    /// Two failures decided concurrently with the close never count more
+    /// restarts than runs began, and a give-up stays given up.
+    #[test]
+    fn loom_a_give_up_racing_shutdown_keeps_its_evidence() {
+        loom::model(|| {
+            let service = supervision();
+            assert_eq!(service.begin_run(), Some(0));
+            let supervisor = {
+                let service = Arc::clone(&service);
+                loom::thread::spawn(move || {
+                    let policy =
+                        ServiceRestartPolicy::new().with_max_restarts(0, Duration::from_secs(60));
+                    service.run_failed(
+                        ServiceFailureKind::Error,
+                        String::from("refused"),
+                        &policy,
+                        0,
+                    )
+                })
+            };
+            service.close_runs();
+            let next = supervisor.join().expect("supervisor");
+            let end = service.report();
+            assert!(matches!(next, Next::GiveUp | Next::Stop));
+            assert_eq!(end.gave_up, next == Next::GiveUp);
+            assert_eq!((end.runs, end.restarts, end.failures), (1, 0, 1));
+        });
+    }
+}

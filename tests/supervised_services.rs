@@ -54,9 +54,12 @@ async fn the_backoff_stays_within_its_jitter_bounds() {
     for _ in 0..7 {
         times.push(guard("a run", starts.recv()).await.expect("a run"));
     }
+    // Doubling from 100 ms, capped at 1 s; half of each may be jittered.
+    let bases = [100, 200, 400, 800, 1_000, 1_000].map(Duration::from_millis);
     let mut jittered = false;
-    for (restart, pair) in (1_u32..).zip(times.windows(2)) {
-        let (low, high) = policy.backoff_bounds(restart);
+    for ((restart, pair), high) in (1_u32..).zip(times.windows(2)).zip(bases) {
+        let low = high / 2;
+        assert_eq!(policy.backoff_bounds(restart), (low, high));
         let gap = pair[1] - pair[0];
         assert!(
             low <= gap && gap <= high,

@@ -136,8 +136,10 @@ impl ServiceRestartPolicy {
     }
 
     /// The delay before the first restart of a window, doubled for each
-    /// further one up to `max` (module invariant 3). `min` must be above
-    /// zero and at most `max`.
+    /// further one up to `max` (module invariant 3). `min` must be at most
+    /// `max`, and above zero unless both are zero (restart at once, for a
+    /// run whose failure is cheap to retry: the supervisor still yields to
+    /// its worker between runs).
     #[must_use]
     pub fn with_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.min_backoff = min;
@@ -222,7 +224,9 @@ impl ServiceRestartPolicy {
     }
 
     fn validate(&self) -> Result<(), RuntimeContractPolicy> {
-        let rule = if self.min_backoff.is_zero() || self.min_backoff > self.max_backoff {
+        let rule = if self.min_backoff > self.max_backoff
+            || (self.min_backoff.is_zero() && !self.max_backoff.is_zero())
+        {
             Some(RuntimeContractPolicy::RestartBackoffOrdered)
         } else if !(0.0..=1.0).contains(&self.jitter) {
             Some(RuntimeContractPolicy::RestartJitterFraction)
@@ -264,8 +268,7 @@ impl ServiceRun {
     }
 
     /// Marks progress for the policy's progress deadline: one clock read and
-    /// one relaxed store (module invariant 6). Without a deadline nothing
-    /// reads it.
+    /// one relaxed store (module invariant 6); without a deadline, nothing.
     pub fn record_progress(&self) {
         self.progress.mark();
     }
@@ -288,8 +291,11 @@ impl Progress {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// Without a deadline nothing reads the mark: no clock read.
     fn mark(&self) {
-        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+        if self.deadline.is_some() {
+            self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+        }
     }
 
     /// When the running run becomes stalled unless it records progress.
@@ -428,6 +434,16 @@ impl Supervision {
         Next::Restart(policy.backoff(restarts + 1, random))
     }
 
+    /// The last failure's message.
+    fn last_message(&self) -> String {
+        self.state
+            .lock()
+            .report
+            .last_message
+            .clone()
+            .unwrap_or_default()
+    }
+
     /// No run starts after this (module invariant 1).
     pub(crate) fn close_runs(&self) {
         self.state.lock().closed = true;
@@ -557,10 +573,14 @@ async fn supervise<F, Fut, E>(
             }
             Ended::Failed(kind, message) => (kind, message),
         };
-        let name = supervision.progress.name.clone();
-        match supervision.run_failed(kind, message.clone(), &policy, jitter.next()) {
+        // Logs read the name and the message back only when enabled: a
+        // restart with logging off copies neither.
+        let next = supervision.run_failed(kind, message, &policy, jitter.next());
+        let name = &supervision.progress.name;
+        match next {
             Next::Stop => return,
             Next::GiveUp => {
+                let message = supervision.last_message();
                 tracing::error!(
                     service = %name,
                     failure = kind.as_str(),
@@ -582,10 +602,16 @@ async fn supervise<F, Fut, E>(
                 tracing::warn!(
                     service = %name,
                     failure = kind.as_str(),
-                    message = %message,
+                    message = %supervision.last_message(),
                     delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     "supervised service failed; restarting"
                 );
+                if delay.is_zero() {
+                    // No timer for no delay; the cancellation is checked
+                    // before the next run begins.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 tokio::select! {
                     biased;
                     () = token.cancelled() => {

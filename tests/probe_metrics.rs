@@ -277,3 +277,60 @@ fn exported_queues_and_the_applications_metrics_join_the_scrape() {
     drop((requests, more, hidden));
     let _ = owner.shutdown_runtime_blocking().expect("outside Tokio");
 }
+
+/// A supervised service's restarts, failures, give-up and stall are
+/// exported by its name (one series each, bounded by the service list);
+/// nothing of its messages.
+#[test]
+fn supervised_services_export_restarts_and_give_ups_by_name() {
+    use rocketmq_runtime::ServiceRestartPolicy;
+
+    let owner = RuntimeOwner::new().expect("runtime");
+    let broker = owner.root_context().component("broker");
+    let failures = rocketmq_runtime::CriticalFailureState::new();
+    let policy = ServiceRestartPolicy::new()
+        .with_backoff(Duration::ZERO, Duration::ZERO)
+        .with_max_restarts(2, Duration::from_secs(60))
+        .critical(failures.clone());
+    broker
+        .spawn_supervised_service("upstream", policy, |_run| async {
+            Err::<(), _>("secret-error-text")
+        })
+        .expect("spawned");
+    owner.block_on(failures.wait());
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"))
+        .with_metrics(RuntimeDiagnosticsInputs::default);
+    owner
+        .block_on(lifecycle.start(&owner.root_context().component("lifecycle")))
+        .expect("started");
+    let body = lifecycle.metrics_text().expect("metrics on");
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_service_restarts_total{service=\"upstream\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_service_failures_total{service=\"upstream\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_service_gave_up{service=\"upstream\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &body,
+            "rocketmq_runtime_service_stalled{service=\"upstream\"}"
+        ),
+        0.0
+    );
+    assert!(!body.contains("secret-error-text"), "{body}");
+}

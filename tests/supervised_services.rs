@@ -473,5 +473,14 @@ async fn invalid_policies_are_refused_naming_the_rule() {
             .expect_err("refused");
         assert_eq!(error.kind(), RuntimeErrorKind::Configuration);
         assert!(error.to_string().contains(rule.as_str()), "{error}");
+        assert!(error.to_string().contains("expected"), "{error}");
     }
+    // No backoff at all is a valid choice: restart at once.
+    component
+        .spawn_supervised_service(
+            "eager",
+            ServiceRestartPolicy::new().with_backoff(Duration::ZERO, Duration::ZERO),
+            |_run| async { Ok::<(), String>(()) },
+        )
+        .expect("zero backoff");
 }

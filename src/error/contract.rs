@@ -83,8 +83,8 @@ pub enum RuntimeContractPolicy {
     /// A component stops after siblings: every context passed to
     /// `component_after` must be a component of the same context.
     StopOrderAmongSiblings,
-    /// A restart backoff's minimum must be above zero and at most its
-    /// maximum.
+    /// A restart backoff's minimum must be at most its maximum, and above
+    /// zero unless both are zero.
     RestartBackoffOrdered,
     /// A restart jitter must be a fraction in `0.0..=1.0`.
     RestartJitterFraction,
@@ -245,7 +245,9 @@ impl RuntimeContractPolicy {
             Self::StopOrderAmongSiblings => {
                 "components of the context component_after is called on"
             }
-            Self::RestartBackoffOrdered => "a minimum above zero and at most the maximum",
+            Self::RestartBackoffOrdered => {
+                "a minimum at most the maximum, above zero unless both are zero"
+            }
             Self::RestartJitterFraction => "a fraction from 0.0 to 1.0",
             Self::RestartWindowPositive => "a window above zero",
             Self::ProgressDeadlinePositive => {

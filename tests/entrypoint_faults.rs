@@ -993,7 +993,7 @@ fn a_start_under_rlimit_nproc_exits_1_with_one_line_or_runs() {
         command
             .arg("--data-dir")
             .arg(dir.path().join(format!("data-{max}")));
-        unsafe_pre_exec_limit_tasks(&mut command, max);
+        unsafe_pre_exec_setrlimit(&mut command, Limit::Tasks, max, Some(UNPRIVILEGED_UID));
         exits.push(runs_or_refuses_with_one_line(
             command,
             &format!("RLIMIT_NPROC {max}"),
@@ -1005,23 +1005,40 @@ fn a_start_under_rlimit_nproc_exits_1_with_one_line_or_runs() {
     eprintln!("exit codes for RLIMIT_NPROC 2..=8: {exits:?}");
 }
 
-/// Makes `command`'s child lower its `RLIMIT_NPROC` to `tasks` and run as
-/// [`UNPRIVILEGED_UID`] before `exec`.
+/// A resource limit a test sets on its child.
+#[derive(Clone, Copy)]
+enum Limit {
+    /// `RLIMIT_NOFILE`.
+    OpenFiles,
+    /// `RLIMIT_NPROC`: tasks (threads) of the child's real user.
+    Tasks,
+}
+
+/// Makes `command`'s child lower `limit` (soft and hard) to `value` and,
+/// with `run_as`, run as that user, before `exec`.
 #[allow(unsafe_code, reason = "pre_exec runs between fork and exec")]
-fn unsafe_pre_exec_limit_tasks(command: &mut Command, tasks: u64) {
+fn unsafe_pre_exec_setrlimit(command: &mut Command, limit: Limit, value: u64, run_as: Option<u32>) {
     use std::os::unix::process::CommandExt;
     // SAFETY: setrlimit, setgid and setuid are async-signal-safe system
     // calls; nothing is allocated after the fork.
     unsafe {
         command.pre_exec(move || {
-            let value = nix::libc::rlimit {
-                rlim_cur: tasks,
-                rlim_max: tasks,
+            let bound = nix::libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
             };
-            if nix::libc::setrlimit(nix::libc::RLIMIT_NPROC, &value) != 0
-                || nix::libc::setgid(UNPRIVILEGED_UID) != 0
-                || nix::libc::setuid(UNPRIVILEGED_UID) != 0
-            {
+            let set = match limit {
+                Limit::OpenFiles => nix::libc::setrlimit(nix::libc::RLIMIT_NOFILE, &bound),
+                Limit::Tasks => nix::libc::setrlimit(nix::libc::RLIMIT_NPROC, &bound),
+            };
+            let dropped = run_as.map_or(0, |user| {
+                if nix::libc::setgid(user) == 0 {
+                    nix::libc::setuid(user)
+                } else {
+                    -1
+                }
+            });
+            if set != 0 || dropped != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -1060,7 +1077,7 @@ fn unsafe_pre_exec_join(command: &mut Command, procs: PathBuf) {
 fn idle_probe_clients_never_take_the_descriptors_storage_needs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start_with(dir.path(), &[], |command| {
-        limit_open_files(command, 64);
+        unsafe_pre_exec_setrlimit(command, Limit::OpenFiles, 64, None);
         command
     });
     let address = broker.probes.expect("probes");
@@ -1083,25 +1100,4 @@ fn idle_probe_clients_never_take_the_descriptors_storage_needs() {
     assert!(!stderr.contains("os error 24"), "{stderr}");
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     drop(idle);
-}
-
-/// Sets the child's `RLIMIT_NOFILE` (soft and hard) to `limit` before
-/// `exec`.
-#[allow(unsafe_code, reason = "pre_exec runs between fork and exec")]
-fn limit_open_files(command: &mut Command, limit: u64) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: setrlimit is async-signal-safe; nothing is allocated after
-    // the fork.
-    unsafe {
-        command.pre_exec(move || {
-            let value = nix::libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if nix::libc::setrlimit(nix::libc::RLIMIT_NOFILE, &value) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
 }

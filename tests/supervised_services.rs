@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use rocketmq_runtime::{
     BudgetLimit, CriticalFailureRecovery, CriticalFailureState, FullPolicy, ResourceBudgetTree,
-    RuntimeContractPolicy, RuntimeDiagnosticsInputs, RuntimeErrorKind, ServiceFailureKind,
-    ServiceLifecycle, ServiceLifecycleConfig, ServiceRestartPolicy, ShutdownReport,
-    SupervisedServiceReport, TaskFailureKind,
+    RuntimeContext, RuntimeContractPolicy, RuntimeDiagnosticsInputs, RuntimeErrorKind,
+    ServiceFailureKind, ServiceLifecycle, ServiceLifecycleConfig, ServiceRestartPolicy,
+    ShutdownReport, SupervisedServiceReport, TaskFailureKind,
 };
 use support::{guard, harness};
 use tokio::sync::mpsc;
@@ -28,6 +28,22 @@ fn service<'a>(report: &'a ShutdownReport, name: &str) -> &'a SupervisedServiceR
         .iter()
         .find(|service| service.name.as_str() == name)
         .unwrap_or_else(|| panic!("no service {name} in {report:#?}"))
+}
+
+/// A ready lifecycle whose monitor handles the failures of the returned
+/// state by revoking readiness.
+fn watched_lifecycle(harness: &RuntimeContext) -> (ServiceLifecycle, CriticalFailureState) {
+    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
+    lifecycle.mark_ready().expect("ready");
+    let failures = CriticalFailureState::new();
+    lifecycle
+        .spawn_critical_failure_monitor(
+            &harness.service_context("monitors").task_spawner(),
+            &failures,
+            CriticalFailureRecovery::RevokeReadiness,
+        )
+        .expect("monitor");
+    (lifecycle, failures)
 }
 
 /// The backoff before the k-th restart lies in `backoff_bounds(k)`, the
@@ -99,16 +115,7 @@ async fn the_backoff_stays_within_its_jitter_bounds() {
 async fn n_restarts_then_a_give_up_that_follows_the_critical_rules() {
     let harness = harness("supervised");
     let component = harness.service_context("broker");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
-    lifecycle.mark_ready().expect("ready");
-    let failures = CriticalFailureState::new();
-    lifecycle
-        .spawn_critical_failure_monitor(
-            &harness.service_context("monitors").task_spawner(),
-            &failures,
-            CriticalFailureRecovery::RevokeReadiness,
-        )
-        .expect("monitor");
+    let (lifecycle, failures) = watched_lifecycle(&harness);
     let mut recorded = failures.subscribe(4).expect("capacity");
     let policy = ServiceRestartPolicy::new()
         .with_max_restarts(2, Duration::from_secs(60))
@@ -318,16 +325,7 @@ async fn the_failed_runs_reservations_are_back_before_the_next_start() {
 async fn a_stalled_service_is_named_and_a_critical_one_fails_liveness() {
     let harness = harness("supervised");
     let component = harness.service_context("broker");
-    let lifecycle = ServiceLifecycle::new(ServiceLifecycleConfig::new("broker"));
-    lifecycle.mark_ready().expect("ready");
-    let failures = CriticalFailureState::new();
-    lifecycle
-        .spawn_critical_failure_monitor(
-            &harness.service_context("monitors").task_spawner(),
-            &failures,
-            CriticalFailureRecovery::RevokeReadiness,
-        )
-        .expect("monitor");
+    let (lifecycle, failures) = watched_lifecycle(&harness);
     let (resume, resumed) = tokio::sync::watch::channel(false);
     let (started, mut starts) = mpsc::unbounded_channel();
     let policy = ServiceRestartPolicy::new()

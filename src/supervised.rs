@@ -49,6 +49,9 @@
 //!    critical service a return before the group's cancellation is a
 //!    critical failure (`exited-unexpectedly`), as for
 //!    `spawn_critical_service`.
+//! 8. Known limit: every spawn adds one record that the tree keeps to its
+//!    end (the evidence must outlive the group), so supervise long-lived
+//!    services, a bounded set; per-request work belongs in operations.
 
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;

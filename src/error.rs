@@ -44,6 +44,7 @@ mod operation;
 mod runtime_error;
 mod view;
 
+pub(crate) use context::cut;
 pub use context::{EnvironmentViolation, RuntimeErrorContext};
 pub use contract::{BudgetDimension, RuntimeContractPolicy, RuntimeContractViolation};
 pub use kind::{CanonicalCondition, RuntimeErrorKind};

@@ -37,7 +37,7 @@ pub use blocking::{
 };
 pub(crate) use released::{push_failure, ReleasedGroups};
 pub use released::{ReleasedGroup, TaskFailure, TaskFailureKind};
-pub(crate) use services::{bounded_message, panic_message};
+pub(crate) use services::{bounded_message, panic_message, payload_text};
 pub use services::{ServiceFailureKind, SupervisedServiceReport};
 pub use summary::ShutdownReportDisplay;
 

@@ -140,6 +140,10 @@ pub(crate) struct TreeShared {
     /// The supervised services spawned in this tree, kept to the tree's
     /// end (their evidence outlives their groups).
     services: Mutex<Vec<Arc<dyn ServiceEvidence>>>,
+    /// Set once the first service registers: a tree without supervised
+    /// services never takes the registry's lock (every shutdown and report
+    /// looks).
+    has_services: AtomicBool,
 }
 
 impl TreeShared {
@@ -152,16 +156,21 @@ impl TreeShared {
             blocking: Mutex::new(Vec::new()),
             shutdown_reason: OnceLock::new(),
             services: Mutex::new(Vec::new()),
+            has_services: AtomicBool::new(false),
         })
     }
 
     /// Keeps a supervised service's evidence to the tree's end.
     pub(crate) fn register_service(&self, service: Arc<dyn ServiceEvidence>) {
         self.services.lock().push(service);
+        self.has_services.store(true, Ordering::Release);
     }
 
     /// The supervised services running in `group` or below it.
     fn services_within(&self, group: TaskGroupId) -> Vec<Arc<dyn ServiceEvidence>> {
+        if !self.has_services.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         self.services
             .lock()
             .iter()

@@ -73,11 +73,9 @@ pub(super) fn spawn_on_pool<R: Send + 'static>(
     };
     catch_unwind(AssertUnwindSafe(|| handle.spawn_blocking(task))).map_err(|payload| {
         refused.store(true, std::sync::atomic::Ordering::SeqCst);
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|message| (*message).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| String::from("the blocking pool could not start a thread"));
+        let message = crate::shutdown_report::payload_text(payload.as_ref())
+            .unwrap_or("the blocking pool could not start a thread")
+            .to_owned();
         std::io::Error::other(message)
     })
 }

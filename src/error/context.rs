@@ -196,14 +196,34 @@ impl Serialize for RuntimeContractPolicy {
 /// `value` escaped for one line of text (control characters, quotes and
 /// invalid UTF-8 bytes escaped), cut to [`MAX_VALUE_CHARS`].
 fn escaped(value: &std::ffi::OsStr) -> String {
-    let full: String = match value.to_str() {
-        Some(text) => text.escape_debug().collect(),
-        None => value.as_encoded_bytes().escape_ascii().to_string(),
-    };
-    match full.char_indices().nth(MAX_VALUE_CHARS) {
-        Some((cut, _)) => format!("{}…", &full[..cut]),
-        None => full,
+    match value.to_str() {
+        Some(text) => cut(text.escape_debug(), MAX_VALUE_CHARS, usize::MAX),
+        None => cut(
+            value.as_encoded_bytes().escape_ascii().map(char::from),
+            MAX_VALUE_CHARS,
+            usize::MAX,
+        ),
     }
+}
+
+/// Collects already escaped text, cut at a character boundary to at most
+/// `max_chars` characters and `max_bytes` bytes, `…` marking a cut: the one
+/// bound for every text the crate passes on from outside (a refused
+/// environment value, a panic's message, a failed run's error).
+pub(crate) fn cut(
+    escaped: impl Iterator<Item = char>,
+    max_chars: usize,
+    max_bytes: usize,
+) -> String {
+    let mut kept = String::new();
+    for (count, character) in escaped.enumerate() {
+        if count == max_chars || kept.len() + character.len_utf8() > max_bytes {
+            kept.push('…');
+            break;
+        }
+        kept.push(character);
+    }
+    kept
 }
 
 #[cfg(all(test, not(loom)))]

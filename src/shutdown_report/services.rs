@@ -111,26 +111,26 @@ impl SupervisedServiceReport {
 /// `text` escaped and cut to [`SupervisedServiceReport::MESSAGE_LIMIT_BYTES`]
 /// bytes (module invariant 2).
 pub(crate) fn bounded_message(text: &str) -> String {
-    let limit = SupervisedServiceReport::MESSAGE_LIMIT_BYTES;
-    let mut escaped = String::with_capacity(text.len().min(limit) + 4);
-    for character in text.chars().flat_map(char::escape_debug) {
-        if escaped.len() + character.len_utf8() > limit {
-            escaped.push('…');
-            return escaped;
-        }
-        escaped.push(character);
-    }
-    escaped
+    crate::error::cut(
+        text.escape_debug(),
+        usize::MAX,
+        SupervisedServiceReport::MESSAGE_LIMIT_BYTES,
+    )
 }
 
-/// The message of a panic's payload (`&str` or `String`, as `panic!`
-/// makes them), bounded; a payload of another type says so.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = payload
+/// The text of a panic's payload: `&str` or `String`, as `panic!` makes
+/// them.
+pub(crate) fn payload_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
         .downcast_ref::<&str>()
         .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
-    text.map_or_else(
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+/// The message of a panic's payload, bounded; a payload of another type
+/// says so.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload_text(payload).map_or_else(
         || String::from("(a panic payload that is not a string)"),
         bounded_message,
     )

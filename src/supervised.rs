@@ -389,7 +389,6 @@ impl Supervision {
         if attempt > 0 {
             state.report.restarts += 1;
         }
-        state.report.running = true;
         self.progress.mark();
         self.progress.running.store(true, Ordering::Relaxed);
         Some(attempt)
@@ -397,8 +396,6 @@ impl Supervision {
 
     /// A run returned `Ok(())`: the service ended.
     pub(crate) fn run_ended(&self) {
-        let mut state = self.state.lock();
-        state.report.running = false;
         self.progress.running.store(false, Ordering::Relaxed);
     }
 
@@ -412,7 +409,6 @@ impl Supervision {
     ) -> Next {
         let now = Instant::now();
         let mut state = self.state.lock();
-        state.report.running = false;
         self.progress.running.store(false, Ordering::Relaxed);
         state.report.failures += 1;
         state.report.last_failure = Some(kind);
@@ -454,6 +450,7 @@ impl Supervision {
 
     pub(crate) fn report(&self) -> SupervisedServiceReport {
         let mut report = self.state.lock().report.clone();
+        report.running = self.progress.running.load(Ordering::Relaxed);
         report.stalled = self.progress.stalled_now();
         report
     }
